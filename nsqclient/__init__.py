@@ -1,0 +1,13 @@
+"""nsqclient: a fast, dependable NSQ client for asyncio (:mod:`nsqclient.aio`) and blocking code
+(:mod:`nsqclient.sync`), over one engine and a protocol layer with no I/O (:mod:`nsqclient.protocol`).
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .config import Config
+from .errors import *  # noqa: F403  (the error tree is part of the top-level API)
+from .errors import __all__ as _errors_all
+
+__all__ = ["Config", "__version__", *_errors_all]

@@ -1,0 +1,1 @@
+"""The asyncio core: connections, Writer, Reader, lookupd discovery and HTTP helpers."""

@@ -1,0 +1,231 @@
+"""Every tunable of a Reader or Writer, validated once, in one frozen object.
+
+Option names are nsqd's and go-nsq's. **Every duration option is in milliseconds**, the unit of the
+wire and of go-nsq's and asyncnsq's integer options (``heartbeat_interval=30000``); a
+``datetime.timedelta`` is accepted too and converted here, the one place units change. Arguments
+named ``timeout`` on methods (``graceful_close(timeout=...)``, ``pub(..., timeout=...)``) are in
+seconds, as everywhere in asyncio.
+
+IDENTIFY fields are checked against nsqd's ranges by
+:class:`nsqclient.protocol.identify.IdentifyOptions`, which Readers and Writers build from a Config
+when they are created, so a bad value fails before any connection is attempted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    import ssl
+
+__all__ = ["Config", "ConfigError", "Duration", "default_client_id", "default_user_agent"]
+
+Duration = int | float | timedelta
+BackoffStrategy = Literal["exponential", "full_jitter"]
+
+
+def default_client_id() -> str:
+    """The short host name, as go-nsq sends it."""
+    return os.uname().nodename.split(".", 1)[0]
+
+
+def default_user_agent() -> str:
+    from . import __version__
+
+    return f"nsqclient/{__version__}"
+
+
+# name -> (min, max) in milliseconds, inclusive; None means unbounded on that side.
+_DURATION_BOUNDS: dict[str, tuple[float | None, float | None]] = {
+    "dial_timeout": (1, None),
+    "read_timeout": (100, 300_000),
+    "write_timeout": (100, 300_000),
+    "lookupd_poll_interval": (10, 300_000),
+    "lookupd_poll_timeout": (1, None),
+    "default_requeue_delay": (0, 3_600_000),
+    "max_requeue_delay": (0, 3_600_000),
+    "backoff_multiplier": (0, 3_600_000),
+    "max_backoff_duration": (0, 3_600_000),
+    "low_rdy_idle_timeout": (1_000, 300_000),
+    "low_rdy_timeout": (1_000, 300_000),
+    "rdy_redistribute_interval": (1, 5_000),
+    "reconnect_delay": (1, None),
+    "max_reconnect_delay": (1, None),
+    "publish_timeout": (1, None),
+    "close_timeout": (0, None),
+}
+
+# IDENTIFY durations: ranges are nsqd's and checked by IdentifyOptions; here only the type.
+_WIRE_DURATIONS = ("heartbeat_interval", "output_buffer_timeout", "msg_timeout")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Config:
+    """Options shared by Reader and Writer. Unknown names are refused with a suggestion."""
+
+    # -- identity and IDENTIFY (sent to nsqd; ranges checked by IdentifyOptions) --
+    client_id: str | None = None
+    hostname: str | None = None
+    user_agent: str | None = None
+    feature_negotiation: bool = True
+    heartbeat_interval: Duration = 30_000
+    output_buffer_size: int = 16_384
+    output_buffer_timeout: Duration = 250
+    sample_rate: int = 0
+    msg_timeout: Duration = 0
+
+    # -- TLS, compression, auth --
+    tls_v1: bool = False
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_insecure_skip_verify: bool = False
+    tls_server_hostname: str | None = None
+    tls_min_version: str | None = None
+    tls_context: ssl.SSLContext | None = None
+    snappy: bool = False
+    deflate: bool = False
+    deflate_level: int = 6
+    auth_secret: str | bytes | None = None
+
+    # -- transport --
+    dial_timeout: Duration = 1_000
+    read_timeout: Duration = 60_000
+    write_timeout: Duration = 1_000
+    reconnect_delay: Duration = 1_000
+    max_reconnect_delay: Duration = 60_000
+
+    # -- sizes (bytes); match your nsqd's --max-msg-size / --max-body-size --
+    max_msg_size: int = 1_048_576
+    max_body_size: int = 5_242_880
+    max_frame_size: int | None = None
+
+    # -- consumer --
+    max_in_flight: int = 1
+    max_attempts: int = 5
+    lookupd_poll_interval: Duration = 60_000
+    lookupd_poll_jitter: float = 0.3
+    lookupd_poll_timeout: Duration = 60_000
+    default_requeue_delay: Duration = 90_000
+    max_requeue_delay: Duration = 900_000
+    backoff_strategy: BackoffStrategy = "exponential"
+    backoff_multiplier: Duration = 1_000
+    max_backoff_duration: Duration = 120_000
+    low_rdy_idle_timeout: Duration = 10_000
+    low_rdy_timeout: Duration = 30_000
+    rdy_redistribute_interval: Duration = 5_000
+    close_timeout: Duration = 30_000
+
+    # -- producer --
+    publish_timeout: Duration = 10_000
+    max_pending_publishes: int = 8_192
+
+    def __post_init__(self) -> None:
+        for name in (*_DURATION_BOUNDS, *_WIRE_DURATIONS):
+            object.__setattr__(self, name, _to_ms(name, getattr(self, name)))
+        for name, (lo, hi) in _DURATION_BOUNDS.items():
+            _check_range(name, getattr(self, name), lo, hi, unit=" ms")
+        for name in ("feature_negotiation", "tls_v1", "tls_insecure_skip_verify", "snappy", "deflate"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        for name in ("output_buffer_size", "sample_rate", "deflate_level", "max_msg_size",
+                     "max_body_size", "max_in_flight", "max_attempts", "max_pending_publishes"):
+            _check_int(name, getattr(self, name))
+        _check_range("max_in_flight", self.max_in_flight, 0, None)
+        _check_range("max_attempts", self.max_attempts, 0, 65_535)
+        _check_range("max_msg_size", self.max_msg_size, 1, None, unit=" bytes")
+        _check_range("max_body_size", self.max_body_size, 1, None, unit=" bytes")
+        _check_range("max_pending_publishes", self.max_pending_publishes, 1, None)
+        if self.max_frame_size is not None:
+            _check_int("max_frame_size", self.max_frame_size)
+            _check_range("max_frame_size", self.max_frame_size, 64, None, unit=" bytes")
+        if not 0 <= self.lookupd_poll_jitter <= 1:
+            raise ConfigError(f"lookupd_poll_jitter must be within 0..1, got {self.lookupd_poll_jitter!r}")
+        if self.backoff_strategy not in ("exponential", "full_jitter"):
+            raise ConfigError(
+                f"backoff_strategy must be 'exponential' or 'full_jitter', got {self.backoff_strategy!r}"
+            )
+        if self.snappy and self.deflate:
+            raise ConfigError("snappy and deflate cannot both be enabled; nsqd refuses the pair")
+        if self.reconnect_delay > self.max_reconnect_delay:  # type: ignore[operator]
+            raise ConfigError("reconnect_delay must not exceed max_reconnect_delay")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ConfigError("tls_cert_file and tls_key_file must be given together")
+        if self.auth_secret is not None and not isinstance(self.auth_secret, str | bytes):
+            raise ConfigError(f"auth_secret must be str or bytes, got {type(self.auth_secret).__name__}")
+        if self.auth_secret is not None and not self.auth_secret:
+            raise ConfigError("auth_secret must not be empty; leave it None to skip AUTH")
+
+    # -- construction helpers --
+
+    @classmethod
+    def from_options(cls, config: Config | None = None, /, **options: Any) -> Config:
+        """Build a Config from keyword options, refusing unknown names with a suggestion."""
+        if options:
+            unknown = [k for k in options if k not in _FIELD_NAMES]
+            if unknown:
+                name = unknown[0]
+                close = difflib.get_close_matches(name, _FIELD_NAMES, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ConfigError(f"unknown option {name!r}{hint}")
+        if config is None:
+            return cls(**options)
+        if not isinstance(config, Config):
+            raise ConfigError(f"config must be a nsqclient.Config, got {type(config).__name__}")
+        return dataclasses.replace(config, **options) if options else config
+
+    def replace(self, **options: Any) -> Config:
+        """A copy with some options changed (validated again)."""
+        return Config.from_options(self, **options)
+
+    # -- derived values --
+
+    @property
+    def frame_size_limit(self) -> int:
+        """The largest frame accepted from nsqd before the connection is closed as broken."""
+        if self.max_frame_size is not None:
+            return self.max_frame_size
+        return max(self.max_msg_size, self.max_body_size) + 64
+
+    @property
+    def auth_secret_bytes(self) -> bytes | None:
+        secret = self.auth_secret
+        return secret.encode() if isinstance(secret, str) else secret
+
+    def seconds(self, name: str) -> float:
+        """A duration option in seconds, for the asyncio layer's timers."""
+        return float(getattr(self, name)) / 1000.0
+
+
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Config))
+
+
+def _to_ms(name: str, value: object) -> float | int:
+    if isinstance(value, timedelta):
+        return value.total_seconds() * 1000.0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(
+            f"{name} must be a number of milliseconds or a timedelta, got {type(value).__name__}"
+        )
+    return value
+
+
+def _check_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an int, got {value!r}")
+
+
+def _check_range(name: str, value: Any, lo: float | None, hi: float | None, unit: str = "") -> None:
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        lo_s = "" if lo is None else f"{lo:g}"
+        hi_s = "" if hi is None else f"{hi:g}"
+        hint = ""
+        if unit == " ms" and lo is not None and 0 < value < lo and value * 1000 >= lo:
+            hint = f" (durations are milliseconds: did you mean {value * 1000:g}?)"
+        raise ConfigError(f"{name}={value!r} is out of range {lo_s}..{hi_s}{unit}{hint}")

@@ -1,0 +1,317 @@
+"""Every exception nsqclient raises, in one tree rooted at :class:`NSQError`.
+
+Catch ``NSQError`` to catch everything from this library; catch a branch to handle one kind of
+failure. Exceptions that also describe a builtin category inherit from that builtin too, so
+``except ValueError`` around a bad option or ``except TimeoutError`` around a publish keeps working.
+
+::
+
+    NSQError
+    ├── ConfigError (ValueError)              an option value is out of range or inconsistent
+    ├── InvalidInputError                      refused locally, before anything was sent
+    │   ├── InvalidTopicError (ValueError)
+    │   ├── InvalidChannelError (ValueError)
+    │   ├── InvalidBodyTypeError (TypeError)
+    │   ├── MessageTooLargeError (ValueError)
+    │   └── InvalidArgumentError (ValueError)  a delay, count or id out of range
+    ├── ProtocolError                          nsqd sent bytes that break the protocol
+    │   └── FrameTooLargeError
+    ├── ServerError                            nsqd answered with an E_* error frame
+    │   ├── InvalidError, BadBodyError, BadTopicError, BadChannelError, BadMessageError,
+    │   │   BadProtocolError, IdentifyFailedError, SubscribeFailedError
+    │   ├── PublishFailedError                 E_PUB_FAILED, E_MPUB_FAILED, E_DPUB_FAILED
+    │   ├── ResponseFailedError                non-fatal: the connection stays open
+    │   │   └── FinFailedError, ReqFailedError, TouchFailedError
+    │   └── ServerAuthError (also AuthError)   E_AUTH_* and E_UNAUTHORIZED
+    ├── AuthError                              authentication refused or impossible
+    │   ├── AuthRequiredError                  nsqd requires AUTH and no secret was configured
+    │   └── ServerAuthError ...
+    ├── TransportError                         the link to one nsqd failed; carries ``address``
+    │   ├── ConnectError (ConnectionError)     could not connect or handshake
+    │   │   └── TLSError                       TLS handshake or certificate verification failed
+    │   ├── ConnectionClosedError (ConnectionError)
+    │   └── NSQTimeoutError (TimeoutError)     dial, read, write or publish deadline passed
+    ├── NoConnectionsError                     no healthy nsqd to publish to within the timeout
+    └── ClosedError                            the object was closed; create a new one
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthError",
+    "AuthRequiredError",
+    "BadBodyError",
+    "BadChannelError",
+    "BadMessageError",
+    "BadProtocolError",
+    "BadTopicError",
+    "ClosedError",
+    "ConfigError",
+    "ConnectError",
+    "ConnectionClosedError",
+    "FinFailedError",
+    "FrameTooLargeError",
+    "IdentifyFailedError",
+    "InvalidArgumentError",
+    "InvalidBodyTypeError",
+    "InvalidChannelError",
+    "InvalidError",
+    "InvalidInputError",
+    "InvalidTopicError",
+    "MessageTooLargeError",
+    "NSQError",
+    "NSQTimeoutError",
+    "NoConnectionsError",
+    "ProtocolError",
+    "PublishFailedError",
+    "ReqFailedError",
+    "ResponseFailedError",
+    "ServerAuthError",
+    "ServerError",
+    "SubscribeFailedError",
+    "TLSError",
+    "TouchFailedError",
+    "TransportError",
+    "NON_FATAL_CODES",
+    "error_from_frame",
+]
+
+
+class NSQError(Exception):
+    """Root of every exception raised by nsqclient."""
+
+
+class ConfigError(NSQError, ValueError):
+    """An option is out of range, of the wrong type, or conflicts with another option."""
+
+
+class InvalidInputError(NSQError):
+    """Input refused locally before anything was sent to nsqd."""
+
+
+class InvalidTopicError(InvalidInputError, ValueError):
+    """A topic name nsqd would reject (1-64 chars of ``[.a-zA-Z0-9_-]``, optional ``#ephemeral``)."""
+
+
+class InvalidChannelError(InvalidInputError, ValueError):
+    """A channel name nsqd would reject (same rule as topics)."""
+
+
+class InvalidBodyTypeError(InvalidInputError, TypeError):
+    """A message body that is not bytes, bytearray, memoryview or str."""
+
+
+class MessageTooLargeError(InvalidInputError, ValueError):
+    """A body (or MPUB batch) larger than nsqd accepts, or an empty body."""
+
+
+class InvalidArgumentError(InvalidInputError, ValueError):
+    """A delay, RDY count, message id or similar argument outside what nsqd accepts."""
+
+
+class ProtocolError(NSQError):
+    """nsqd (or something pretending to be nsqd) sent bytes that violate the protocol.
+
+    The connection cannot be trusted after this and is closed.
+    """
+
+
+class FrameTooLargeError(ProtocolError):
+    """An incoming frame announced a size above the configured bound; it was not buffered."""
+
+
+class AuthError(NSQError):
+    """Authentication was refused, or nsqd requires it and no ``auth_secret`` was configured."""
+
+
+class AuthRequiredError(AuthError):
+    """nsqd requires AUTH (its IDENTIFY reply says ``auth_required``); set ``auth_secret``."""
+
+
+class ServerError(NSQError):
+    """nsqd replied with an error frame.
+
+    ``code`` is the ``E_*`` code, ``text`` the full frame text as nsqd sent it, and ``fatal`` says
+    whether nsqd closes the connection after sending it (every code but E_FIN_FAILED,
+    E_REQ_FAILED and E_TOUCH_FAILED).
+    """
+
+    code: str = ""
+    fatal: bool = True
+
+    def __init__(self, text: str, *, code: str | None = None, address: str | None = None) -> None:
+        if code is not None:
+            self.code = code
+        self.text = text
+        self.address = address
+        where = f" (from nsqd {address})" if address else ""
+        super().__init__(f"{text}{where}")
+
+    @property
+    def description(self) -> str:
+        """The human part of the frame text, after the code."""
+        head, _, rest = self.text.partition(" ")
+        return rest if head == self.code else self.text
+
+
+class InvalidError(ServerError):
+    """E_INVALID: wrong state, unknown command, bad parameter. Usually a bug on our side."""
+
+    code = "E_INVALID"
+
+
+class BadProtocolError(ServerError):
+    """E_BAD_PROTOCOL: the magic was wrong; this is not an NSQ V2 server conversation."""
+
+    code = "E_BAD_PROTOCOL"
+
+
+class BadBodyError(ServerError):
+    """E_BAD_BODY: an IDENTIFY, AUTH or MPUB body was refused."""
+
+    code = "E_BAD_BODY"
+
+
+class BadTopicError(ServerError):
+    """E_BAD_TOPIC: nsqd refused the topic name."""
+
+    code = "E_BAD_TOPIC"
+
+
+class BadChannelError(ServerError):
+    """E_BAD_CHANNEL: nsqd refused the channel name."""
+
+    code = "E_BAD_CHANNEL"
+
+
+class BadMessageError(ServerError):
+    """E_BAD_MESSAGE: a message body was empty or larger than nsqd's ``--max-msg-size``."""
+
+    code = "E_BAD_MESSAGE"
+
+
+class IdentifyFailedError(ServerError):
+    """E_IDENTIFY_FAILED: feature negotiation failed (for example snappy and deflate together)."""
+
+    code = "E_IDENTIFY_FAILED"
+
+
+class SubscribeFailedError(ServerError):
+    """E_SUB_FAILED: nsqd could not add the subscription (exiting, or consumer limit reached)."""
+
+    code = "E_SUB_FAILED"
+
+
+class PublishFailedError(ServerError):
+    """E_PUB_FAILED, E_MPUB_FAILED or E_DPUB_FAILED: nsqd could not store the message(s)."""
+
+    code = "E_PUB_FAILED"
+
+
+class ResponseFailedError(ServerError):
+    """A FIN, REQ or TOUCH named a message this connection no longer owns. Not fatal.
+
+    Usually the message timed out on nsqd (raise ``msg_timeout`` or touch it) and will be
+    redelivered.
+    """
+
+    fatal = False
+
+
+class FinFailedError(ResponseFailedError):
+    """E_FIN_FAILED: the message was not in flight for this connection."""
+
+    code = "E_FIN_FAILED"
+
+
+class ReqFailedError(ResponseFailedError):
+    """E_REQ_FAILED: the message was not in flight for this connection."""
+
+    code = "E_REQ_FAILED"
+
+
+class TouchFailedError(ResponseFailedError):
+    """E_TOUCH_FAILED: the message was not in flight for this connection."""
+
+    code = "E_TOUCH_FAILED"
+
+
+class ServerAuthError(ServerError, AuthError):
+    """nsqd refused authentication or authorization (E_AUTH_* or E_UNAUTHORIZED).
+
+    Check ``auth_secret`` and the permissions the auth server grants for this topic/channel.
+    """
+
+    code = "E_AUTH_FAILED"
+
+
+class TransportError(NSQError):
+    """The connection to one nsqd failed. ``address`` is that nsqd's ``host:port``."""
+
+    def __init__(self, message: str, *, address: str | None = None) -> None:
+        self.address = address
+        where = f" [nsqd {address}]" if address else ""
+        super().__init__(f"{message}{where}")
+
+
+class ConnectError(TransportError, ConnectionError):
+    """Could not connect to nsqd, or the handshake (magic, IDENTIFY, upgrades, AUTH) failed."""
+
+
+class TLSError(ConnectError):
+    """The TLS handshake failed, for example because the certificate could not be verified.
+
+    Pass ``tls_ca_file`` for a private CA; ``tls_insecure_skip_verify`` exists for development only.
+    """
+
+
+class ConnectionClosedError(TransportError, ConnectionError):
+    """The connection closed while a command was pending; it may or may not have been applied."""
+
+
+class NSQTimeoutError(TransportError, TimeoutError):
+    """A dial, read, write or publish deadline passed."""
+
+
+class NoConnectionsError(NSQError):
+    """No nsqd connection was usable within the timeout. Check the addresses and that nsqd runs."""
+
+
+class ClosedError(NSQError):
+    """The Reader, Writer or connection was closed; create a new one."""
+
+
+_BY_CODE: dict[str, type[ServerError]] = {
+    cls.code: cls
+    for cls in (
+        InvalidError,
+        BadProtocolError,
+        BadBodyError,
+        BadTopicError,
+        BadChannelError,
+        BadMessageError,
+        IdentifyFailedError,
+        SubscribeFailedError,
+        PublishFailedError,
+        FinFailedError,
+        ReqFailedError,
+        TouchFailedError,
+    )
+}
+for _code in ("E_MPUB_FAILED", "E_DPUB_FAILED"):
+    _BY_CODE[_code] = PublishFailedError
+for _code in ("E_AUTH_DISABLED", "E_AUTH_FIRST", "E_AUTH_FAILED", "E_UNAUTHORIZED", "E_AUTH_ERROR"):
+    _BY_CODE[_code] = ServerAuthError
+
+#: codes after which nsqd keeps the connection open
+NON_FATAL_CODES = frozenset({"E_FIN_FAILED", "E_REQ_FAILED", "E_TOUCH_FAILED"})
+
+
+def error_from_frame(text: str, *, address: str | None = None) -> ServerError:
+    """Build the typed exception for an error frame's text (``"E_CODE description"``).
+
+    Unknown codes become a plain :class:`ServerError` that is treated as fatal, which is what
+    nsqd does for every code but the three response failures.
+    """
+    code = text.partition(" ")[0]
+    return _BY_CODE.get(code, ServerError)(text, code=code, address=address)

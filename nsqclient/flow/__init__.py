@@ -1,0 +1,1 @@
+"""Decisions with no I/O: RDY distribution, consumer backoff, reconnect delays. Clock injected."""

@@ -1,0 +1,141 @@
+"""The Message a consumer receives, and the small interface it answers through.
+
+One ``Message`` is allocated per delivery, by the frame decoder itself, so the class is lean:
+``__slots__``, no per-message futures. ``fin()``, ``req()`` and ``touch()`` never block: they hand the
+response to the owning connection's *responder* and return an already-finished awaitable, so both
+``msg.fin()`` (blocking code, handlers) and ``await msg.fin()`` (asyncnsq style) work and cost the
+same. Responses are idempotent: the first FIN or REQ wins, later ones send nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any, Protocol
+
+__all__ = ["Message", "Responder"]
+
+
+class Responder(Protocol):
+    """What a Message needs from whoever delivered it (a connection, or the sync bridge)."""
+
+    @property
+    def address(self) -> str: ...
+
+    def message_fin(self, msg: Message) -> None: ...
+
+    def message_req(self, msg: Message, delay_ms: int | None, backoff: bool) -> None: ...
+
+    def message_touch(self, msg: Message) -> None: ...
+
+
+class _Done:
+    """An awaitable that is already complete: ``await msg.fin()`` costs no task or future."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return iter(())  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return "<done>"
+
+
+_DONE = _Done()
+
+
+class Message:
+    """One delivery of a message from nsqd.
+
+    ``id`` is the 16-byte hex id nsqd assigned (as bytes, the way FIN/REQ/TOUCH take it), ``body``
+    the payload, ``timestamp`` nanoseconds since the epoch when it was first published, and
+    ``attempts`` how many times nsqd has delivered it on this channel, this delivery included.
+    """
+
+    __slots__ = ("_auto", "_responded", "_responder", "attempts", "body", "id", "timestamp")
+
+    def __init__(
+        self,
+        timestamp: int,
+        attempts: int,
+        id: bytes,  # noqa: A002 - the protocol's name for it
+        body: bytes,
+        responder: Responder | None = None,
+    ) -> None:
+        self.timestamp = timestamp
+        self.attempts = attempts
+        self.id = id
+        self.body = body
+        self._responder = responder
+        self._responded = False
+        self._auto = True
+
+    # -- responses --
+
+    def fin(self) -> _Done:
+        """Tell nsqd the message is done. Does nothing if it was already answered."""
+        if not self._responded:
+            self._responded = True
+            responder = self._responder
+            if responder is not None:
+                responder.message_fin(self)
+        return _DONE
+
+    finish = fin
+
+    def req(self, delay_ms: int | None = None, *, backoff: bool = True) -> _Done:
+        """Ask nsqd to deliver the message again after ``delay_ms`` (default: grows with attempts).
+
+        ``backoff=True`` also tells the Reader this was a failure, slowing consumption (go-nsq's
+        ``Requeue``); ``backoff=False`` is a neutral requeue (``RequeueWithoutBackoff``).
+        """
+        if delay_ms is not None and (isinstance(delay_ms, bool) or not isinstance(delay_ms, int)
+                                     or delay_ms < 0):
+            from .errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"delay_ms must be a non-negative int, got {delay_ms!r}")
+        if not self._responded:
+            self._responded = True
+            responder = self._responder
+            if responder is not None:
+                responder.message_req(self, delay_ms, backoff)
+        return _DONE
+
+    requeue = req
+
+    def touch(self) -> _Done:
+        """Reset nsqd's timeout for this message (up to its ``max_msg_timeout``)."""
+        if not self._responded:
+            responder = self._responder
+            if responder is not None:
+                responder.message_touch(self)
+        return _DONE
+
+    # -- state --
+
+    @property
+    def has_responded(self) -> bool:
+        """True once FIN or REQ was called (TOUCH does not count)."""
+        return self._responded
+
+    def disable_auto_response(self) -> None:
+        """Take responsibility for answering: the handler's return will not FIN or REQ it."""
+        self._auto = False
+
+    enable_async = disable_auto_response  # pynsq's name
+
+    @property
+    def auto_response(self) -> bool:
+        return self._auto
+
+    @property
+    def nsqd_address(self) -> str | None:
+        """``host:port`` of the nsqd that delivered this message."""
+        responder = self._responder
+        return None if responder is None else responder.address
+
+    def __repr__(self) -> str:
+        state = "answered" if self._responded else "in flight"
+        return (
+            f"<Message id={self.id.decode('ascii', 'replace')} attempts={self.attempts}"
+            f" bytes={len(self.body)} {state}>"
+        )
