@@ -1,5 +1,7 @@
-"""nsqclient: a fast, dependable NSQ client for asyncio (:mod:`nsqclient.aio`) and blocking code
-(:mod:`nsqclient.sync`), over one engine and a protocol layer with no I/O (:mod:`nsqclient.protocol`).
+"""nsqclient: a fast, dependable NSQ client.
+
+For asyncio (:mod:`nsqclient.aio`) and for blocking code (:mod:`nsqclient.sync`), over one engine
+and a protocol layer with no I/O (:mod:`nsqclient.protocol`).
 """
 
 from __future__ import annotations

@@ -131,11 +131,25 @@ class Config:
             object.__setattr__(self, name, _to_ms(name, getattr(self, name)))
         for name, (lo, hi) in _DURATION_BOUNDS.items():
             _check_range(name, getattr(self, name), lo, hi, unit=" ms")
-        for name in ("feature_negotiation", "tls_v1", "tls_insecure_skip_verify", "snappy", "deflate"):
+        for name in (
+            "feature_negotiation",
+            "tls_v1",
+            "tls_insecure_skip_verify",
+            "snappy",
+            "deflate",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        for name in ("output_buffer_size", "sample_rate", "deflate_level", "max_msg_size",
-                     "max_body_size", "max_in_flight", "max_attempts", "max_pending_publishes"):
+        for name in (
+            "output_buffer_size",
+            "sample_rate",
+            "deflate_level",
+            "max_msg_size",
+            "max_body_size",
+            "max_in_flight",
+            "max_attempts",
+            "max_pending_publishes",
+        ):
             _check_int(name, getattr(self, name))
         _check_range("max_in_flight", self.max_in_flight, 0, None)
         _check_range("max_attempts", self.max_attempts, 0, 65_535)
@@ -146,10 +160,13 @@ class Config:
             _check_int("max_frame_size", self.max_frame_size)
             _check_range("max_frame_size", self.max_frame_size, 64, None, unit=" bytes")
         if not 0 <= self.lookupd_poll_jitter <= 1:
-            raise ConfigError(f"lookupd_poll_jitter must be within 0..1, got {self.lookupd_poll_jitter!r}")
+            raise ConfigError(
+                f"lookupd_poll_jitter must be within 0..1, got {self.lookupd_poll_jitter!r}"
+            )
         if self.backoff_strategy not in ("exponential", "full_jitter"):
             raise ConfigError(
-                f"backoff_strategy must be 'exponential' or 'full_jitter', got {self.backoff_strategy!r}"
+                "backoff_strategy must be 'exponential' or 'full_jitter', "
+                f"got {self.backoff_strategy!r}"
             )
         if self.snappy and self.deflate:
             raise ConfigError("snappy and deflate cannot both be enabled; nsqd refuses the pair")
@@ -158,7 +175,9 @@ class Config:
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ConfigError("tls_cert_file and tls_key_file must be given together")
         if self.auth_secret is not None and not isinstance(self.auth_secret, str | bytes):
-            raise ConfigError(f"auth_secret must be str or bytes, got {type(self.auth_secret).__name__}")
+            raise ConfigError(
+                f"auth_secret must be str or bytes, got {type(self.auth_secret).__name__}"
+            )
         if self.auth_secret is not None and not self.auth_secret:
             raise ConfigError("auth_secret must not be empty; leave it None to skip AUTH")
 

@@ -38,6 +38,7 @@ failure. Exceptions that also describe a builtin category inherit from that buil
 from __future__ import annotations
 
 __all__ = [
+    "NON_FATAL_CODES",
     "AuthError",
     "AuthRequiredError",
     "BadBodyError",
@@ -72,7 +73,6 @@ __all__ = [
     "TLSError",
     "TouchFailedError",
     "TransportError",
-    "NON_FATAL_CODES",
     "error_from_frame",
 ]
 
@@ -90,7 +90,7 @@ class InvalidInputError(NSQError):
 
 
 class InvalidTopicError(InvalidInputError, ValueError):
-    """A topic name nsqd would reject (1-64 chars of ``[.a-zA-Z0-9_-]``, optional ``#ephemeral``)."""
+    """A topic name nsqd would reject: 1-64 of ``[.a-zA-Z0-9_-]``, optional ``#ephemeral``."""
 
 
 class InvalidChannelError(InvalidInputError, ValueError):

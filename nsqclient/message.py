@@ -1,9 +1,9 @@
 """The Message a consumer receives, and the small interface it answers through.
 
 One ``Message`` is allocated per delivery, by the frame decoder itself, so the class is lean:
-``__slots__``, no per-message futures. ``fin()``, ``req()`` and ``touch()`` never block: they hand the
-response to the owning connection's *responder* and return an already-finished awaitable, so both
-``msg.fin()`` (blocking code, handlers) and ``await msg.fin()`` (asyncnsq style) work and cost the
+``__slots__``, no per-message futures. ``fin()``, ``req()`` and ``touch()`` never block: they hand
+the response to the owning connection's *responder* and return an already-finished awaitable, so
+both ``msg.fin()`` (blocking code, handlers) and ``await msg.fin()`` (asyncnsq style) work and cost the
 same. Responses are idempotent: the first FIN or REQ wins, later ones send nothing.
 """
 
@@ -57,7 +57,7 @@ class Message:
         self,
         timestamp: int,
         attempts: int,
-        id: bytes,  # noqa: A002 - the protocol's name for it
+        id: bytes,
         body: bytes,
         responder: Responder | None = None,
     ) -> None:
@@ -88,8 +88,9 @@ class Message:
         ``backoff=True`` also tells the Reader this was a failure, slowing consumption (go-nsq's
         ``Requeue``); ``backoff=False`` is a neutral requeue (``RequeueWithoutBackoff``).
         """
-        if delay_ms is not None and (isinstance(delay_ms, bool) or not isinstance(delay_ms, int)
-                                     or delay_ms < 0):
+        if delay_ms is not None and (
+            isinstance(delay_ms, bool) or not isinstance(delay_ms, int) or delay_ms < 0
+        ):
             from .errors import InvalidArgumentError
 
             raise InvalidArgumentError(f"delay_ms must be a non-negative int, got {delay_ms!r}")

@@ -1,0 +1,159 @@
+"""Encoders for every client command, each returning the exact bytes to write.
+
+Arguments are checked here, before anything is sent: topic and channel names, body types, sizes,
+delays, counts and message ids, with the limits nsqd applies (its defaults unless given). Each
+encoder builds its result with one join, so a body is copied once.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from typing import Final
+
+from ..errors import InvalidArgumentError, MessageTooLargeError
+from .names import body_size, check_body, validate_channel, validate_topic
+
+__all__ = [
+    "DEFAULT_MAX_BODY_SIZE",
+    "DEFAULT_MAX_MSG_SIZE",
+    "DEFAULT_MAX_REQ_TIMEOUT_MS",
+    "MAGIC_V2",
+    "auth",
+    "cls",
+    "dpub",
+    "fin",
+    "identify",
+    "mpub",
+    "nop",
+    "pub",
+    "rdy",
+    "req",
+    "sub",
+    "touch",
+]
+
+MAGIC_V2: Final = b"  V2"
+DEFAULT_MAX_MSG_SIZE: Final = 1_048_576
+DEFAULT_MAX_BODY_SIZE: Final = 5_242_880
+DEFAULT_MAX_REQ_TIMEOUT_MS: Final = 3_600_000
+
+_U32 = struct.Struct(">I")
+_pack_u32 = _U32.pack
+_NOP: Final = b"NOP\n"
+_CLS: Final = b"CLS\n"
+
+
+def identify(body_json: bytes) -> bytes:
+    """``IDENTIFY`` with its JSON body (see :mod:`nsqclient.protocol.identify`)."""
+    return b"".join((b"IDENTIFY\n", _pack_u32(len(body_json)), body_json))
+
+
+def auth(secret: str | bytes) -> bytes:
+    data = secret.encode() if isinstance(secret, str) else secret
+    if not data:
+        raise InvalidArgumentError("auth secret must not be empty")
+    return b"".join((b"AUTH\n", _pack_u32(len(data)), data))
+
+
+def sub(topic: str | bytes, channel: str | bytes) -> bytes:
+    return b"".join((b"SUB ", validate_topic(topic), b" ", validate_channel(channel), b"\n"))
+
+
+def pub(topic: str | bytes, body: object, *, max_msg_size: int = DEFAULT_MAX_MSG_SIZE) -> bytes:
+    data = check_body(body, max_msg_size)
+    return b"".join((b"PUB ", validate_topic(topic), b"\n", _pack_u32(body_size(data)), data))
+
+
+def dpub(
+    topic: str | bytes,
+    delay_ms: int,
+    body: object,
+    *,
+    max_msg_size: int = DEFAULT_MAX_MSG_SIZE,
+    max_delay_ms: int = DEFAULT_MAX_REQ_TIMEOUT_MS,
+) -> bytes:
+    """Deferred publish: nsqd holds the message ``delay_ms`` (0 to its --max-req-timeout)."""
+    _check_ms("delay_ms", delay_ms, max_delay_ms)
+    data = check_body(body, max_msg_size)
+    return b"".join(
+        (b"DPUB ", validate_topic(topic), b" %d\n" % delay_ms, _pack_u32(body_size(data)), data)
+    )
+
+
+def mpub(
+    topic: str | bytes,
+    bodies: Iterable[object],
+    *,
+    max_msg_size: int = DEFAULT_MAX_MSG_SIZE,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+) -> bytes:
+    """Publish several messages atomically: nsqd queues all of them or none."""
+    if isinstance(bodies, str | bytes | bytearray | memoryview):
+        raise InvalidArgumentError("mpub takes a sequence of bodies, not a single body")
+    topic_b = validate_topic(topic)
+    parts: list[bytes | bytearray | memoryview] = []
+    append = parts.append
+    total = 4
+    for body in bodies:
+        data = check_body(body, max_msg_size)
+        size = body_size(data)
+        append(_pack_u32(size))
+        append(data)
+        total += 4 + size
+    count = len(parts) // 2
+    if count == 0:
+        raise InvalidArgumentError("mpub needs at least one message")
+    if total > max_body_size:
+        raise MessageTooLargeError(
+            f"MPUB body is {total} bytes, above max_body_size={max_body_size} "
+            "(nsqd's --max-body-size); publish in smaller batches"
+        )
+    return b"".join((b"MPUB ", topic_b, b"\n", _pack_u32(total), _pack_u32(count), *parts))
+
+
+def rdy(count: int) -> bytes:
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise InvalidArgumentError(f"RDY count must be a non-negative int, got {count!r}")
+    return b"RDY %d\n" % count
+
+
+def fin(msg_id: bytes) -> bytes:
+    return b"".join((b"FIN ", _check_id(msg_id), b"\n"))
+
+
+def req(msg_id: bytes, delay_ms: int = 0, *, max_delay_ms: int | None = None) -> bytes:
+    """Requeue. nsqd clamps delays above its --max-req-timeout, so no upper bound by default."""
+    _check_ms("delay_ms", delay_ms, max_delay_ms)
+    return b"".join((b"REQ ", _check_id(msg_id), b" %d\n" % delay_ms))
+
+
+def touch(msg_id: bytes) -> bytes:
+    return b"".join((b"TOUCH ", _check_id(msg_id), b"\n"))
+
+
+def cls() -> bytes:
+    return _CLS
+
+
+def nop() -> bytes:
+    return _NOP
+
+
+def _check_id(msg_id: object) -> bytes:
+    if isinstance(msg_id, str):
+        msg_id = msg_id.encode("ascii", "replace")
+    if not isinstance(msg_id, bytes) or len(msg_id) != 16:
+        raise InvalidArgumentError(f"message id must be 16 bytes, got {msg_id!r}")
+    return msg_id
+
+
+def _check_ms(name: str, value: object, maximum: int | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(
+            f"{name} must be a non-negative int of milliseconds, got {value!r}"
+        )
+    if maximum is not None and value > maximum:
+        raise InvalidArgumentError(
+            f"{name}={value} is above {maximum} ms (nsqd's --max-req-timeout)"
+        )

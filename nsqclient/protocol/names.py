@@ -1,0 +1,133 @@
+"""Legal topic and channel names and message bodies, checked exactly as nsqd checks them.
+
+Validated names are cached as their encoded bytes, so the per-publish cost of a check on a topic
+already seen is one dict lookup.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import (
+    InvalidBodyTypeError,
+    InvalidChannelError,
+    InvalidTopicError,
+    MessageTooLargeError,
+)
+
+__all__ = [
+    "MAX_NAME_LENGTH",
+    "Body",
+    "body_size",
+    "check_body",
+    "coerce_body",
+    "is_valid_name",
+    "validate_channel",
+    "validate_topic",
+]
+
+MAX_NAME_LENGTH = 64
+_NAME = re.compile(rb"[.a-zA-Z0-9_-]+(?:#ephemeral)?")
+_CACHE_LIMIT = 4096
+_topics: dict[object, bytes] = {}
+_channels: dict[object, bytes] = {}
+
+Body = bytes | bytearray | memoryview | str
+
+
+def is_valid_name(name: bytes) -> bool:
+    """nsqd's rule: 1-64 bytes of ``[.a-zA-Z0-9_-]``, optionally ending in ``#ephemeral``."""
+    return 0 < len(name) <= MAX_NAME_LENGTH and _NAME.fullmatch(name) is not None
+
+
+def _encode(name: object) -> bytes | None:
+    if isinstance(name, str):
+        try:
+            return name.encode("ascii")
+        except UnicodeEncodeError:
+            return None
+    if isinstance(name, bytes):
+        return name
+    return None
+
+
+def validate_topic(topic: str | bytes) -> bytes:
+    """Return the topic as wire bytes, or raise :class:`InvalidTopicError` saying why."""
+    try:
+        return _topics[topic]
+    except (KeyError, TypeError):
+        pass
+    encoded = _encode(topic)
+    if encoded is None or not is_valid_name(encoded):
+        raise InvalidTopicError(_explain("topic", topic))
+    if len(_topics) >= _CACHE_LIMIT:
+        _topics.clear()
+    _topics[topic] = encoded
+    return encoded
+
+
+def validate_channel(channel: str | bytes) -> bytes:
+    """Return the channel as wire bytes, or raise :class:`InvalidChannelError` saying why."""
+    try:
+        return _channels[channel]
+    except (KeyError, TypeError):
+        pass
+    encoded = _encode(channel)
+    if encoded is None or not is_valid_name(encoded):
+        raise InvalidChannelError(_explain("channel", channel))
+    if len(_channels) >= _CACHE_LIMIT:
+        _channels.clear()
+    _channels[channel] = encoded
+    return encoded
+
+
+def _explain(kind: str, name: object) -> str:
+    if not isinstance(name, str | bytes):
+        return f"{kind} name must be str or bytes, got {type(name).__name__}"
+    size = len(name)
+    if size == 0:
+        why = "it is empty"
+    elif size > MAX_NAME_LENGTH:
+        why = f"it is {size} characters long (at most {MAX_NAME_LENGTH}, '#ephemeral' included)"
+    else:
+        why = "use only letters, digits, '.', '_' and '-', optionally ending in '#ephemeral'"
+    return f"{kind} name {name!r} is not valid: {why}"
+
+
+def coerce_body(body: object) -> bytes | bytearray | memoryview:
+    """Accept bytes-like bodies as they are and ``str`` as UTF-8; refuse anything else."""
+    kind = type(body)
+    if kind is bytes or kind is bytearray:
+        return body  # type: ignore[return-value]
+    if kind is str:
+        return body.encode("utf-8")  # type: ignore[attr-defined,no-any-return]
+    if isinstance(body, memoryview):
+        if body.c_contiguous and body.itemsize == 1:
+            return body
+        return body.tobytes()
+    if isinstance(body, bytes | bytearray):
+        return body
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    raise InvalidBodyTypeError(
+        f"message body must be bytes, bytearray, memoryview or str, got {type(body).__name__}"
+        + (" (serialise it first, e.g. json.dumps(obj).encode())" if body is not None else "")
+    )
+
+
+def body_size(body: bytes | bytearray | memoryview) -> int:
+    return body.nbytes if isinstance(body, memoryview) else len(body)
+
+
+def check_body(body: object, max_msg_size: int) -> bytes | bytearray | memoryview:
+    """Coerce a body and refuse empty or oversized ones, as nsqd would (before sending)."""
+    data = coerce_body(body)
+    size = body_size(data)
+    if size == 0:
+        raise MessageTooLargeError("message body is empty; nsqd refuses empty messages")
+    if size > max_msg_size:
+        raise MessageTooLargeError(
+            f"message body is {size} bytes, above max_msg_size={max_msg_size} "
+            "(nsqd's --max-msg-size); split it or raise both limits"
+        )
+    return data
