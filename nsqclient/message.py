@@ -3,8 +3,8 @@
 One ``Message`` is allocated per delivery, by the frame decoder itself, so the class is lean:
 ``__slots__``, no per-message futures. ``fin()``, ``req()`` and ``touch()`` never block: they hand
 the response to the owning connection's *responder* and return an already-finished awaitable, so
-both ``msg.fin()`` (blocking code, handlers) and ``await msg.fin()`` (asyncnsq style) work and cost the
-same. Responses are idempotent: the first FIN or REQ wins, later ones send nothing.
+both ``msg.fin()`` (blocking code, handlers) and ``await msg.fin()`` (asyncnsq style) work and
+cost the same. Responses are idempotent: the first FIN or REQ wins, later ones send nothing.
 """
 
 from __future__ import annotations

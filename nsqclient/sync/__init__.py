@@ -1,1 +1,1 @@
-"""The blocking facade: SyncReader and SyncWriter over the asyncio core on a background loop thread."""
+"""The blocking facade: SyncReader and SyncWriter over the asyncio core on a loop thread."""
