@@ -217,6 +217,10 @@ class Config:
         secret = self.auth_secret
         return secret.encode() if isinstance(secret, str) else secret
 
+    def ms(self, name: str) -> float:
+        """A duration option in milliseconds (its stored unit), typed as a number."""
+        return float(getattr(self, name))
+
     def seconds(self, name: str) -> float:
         """A duration option in seconds, for the asyncio layer's timers."""
         return float(getattr(self, name)) / 1000.0

@@ -26,7 +26,6 @@ class ServerLimits:
     max_output_buffer_timeout: int = 30_000
     max_output_buffer_size: int = 65_536
     max_msg_timeout: int = 900_000
-    max_deflate_level: int = 9
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,7 +98,7 @@ class IdentifyOptions:
             lim.max_msg_timeout,
             " ms (0 = nsqd's --msg-timeout)",
         )
-        _allowed("deflate_level", self.deflate_level, (), 1, lim.max_deflate_level, "")
+        _allowed("deflate_level", self.deflate_level, (0,), 1, 9, " (0 = nsqd's default of 6)")
         if self.snappy and self.deflate:
             raise ConfigError("snappy and deflate cannot both be enabled; nsqd refuses the pair")
 
@@ -173,7 +172,7 @@ class IdentifyResponse:
             raise ProtocolError(f"unexpected IDENTIFY reply {data[:80]!r}")
         try:
             raw = json.loads(data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: absurdly nested JSON
             raise ProtocolError(f"IDENTIFY reply is not valid JSON: {data[:80]!r}") from exc
         if not isinstance(raw, dict):
             raise ProtocolError(f"IDENTIFY reply is not a JSON object: {data[:80]!r}")
@@ -184,7 +183,10 @@ class IdentifyResponse:
             if field is None:
                 continue
             expected = type(getattr(cls(), name))
-            if expected is int and isinstance(value, int | float) and not isinstance(value, bool):
+            if expected is int and (
+                (isinstance(value, int) and not isinstance(value, bool))
+                or (isinstance(value, float) and value.is_integer())  # not inf, NaN or 2.5
+            ):
                 values[name] = int(value)
             elif type(value) is expected and expected in (bool, str):
                 values[name] = value
@@ -205,14 +207,17 @@ class AuthResponse:
     def parse(cls, data: bytes) -> AuthResponse:
         try:
             raw = json.loads(data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ProtocolError(f"AUTH reply is not valid JSON: {data[:80]!r}") from exc
         if not isinstance(raw, dict):
             raise ProtocolError(f"AUTH reply is not a JSON object: {data[:80]!r}")
+        count = raw.get("permission_count", 0)
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise ProtocolError(f"AUTH reply permission_count is not an int: {count!r}")
         return cls(
             identity=str(raw.get("identity", "")),
             identity_url=str(raw.get("identity_url", "")),
-            permission_count=int(raw.get("permission_count", 0)),
+            permission_count=count,
         )
 
 

@@ -1,0 +1,88 @@
+"""Parsing the address forms users pass: ``"host:port"``, ``"tcp://host:port"``, ``("host", port)``,
+``"[::1]:4150"``, bare hosts, and lookupd HTTP addresses with or without a scheme.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TypeAlias
+
+from ..errors import ConfigError
+
+__all__ = [
+    "Address",
+    "AddressLike",
+    "format_address",
+    "parse_address",
+    "parse_addresses",
+    "parse_http_address",
+]
+
+Address: TypeAlias = tuple[str, int]
+AddressLike: TypeAlias = str | tuple[str, int] | list[object]
+
+
+def format_address(host: str, port: int) -> str:
+    """``host:port``, with brackets around IPv6 literals."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def parse_address(address: object, default_port: int = 4150) -> Address:
+    """Return ``(host, port)`` for any accepted form; raise ConfigError naming the bad value."""
+    if isinstance(address, tuple | list):
+        if len(address) != 2:
+            raise ConfigError(f"address {address!r} must be (host, port)")
+        host, port = address
+        return _check(str(host), port, address)
+    if not isinstance(address, str) or not address.strip():
+        raise ConfigError(f"address must be 'host:port' or (host, port), got {address!r}")
+    text = address.strip()
+    for scheme in ("tcp://", "http://", "https://"):
+        if text.startswith(scheme):
+            text = text[len(scheme) :]
+            break
+    text = text.rstrip("/")
+    if text.startswith("["):
+        host, sep, rest = text[1:].partition("]")
+        if not sep:
+            raise ConfigError(f"address {address!r} has an unterminated IPv6 bracket")
+        port_text = rest[1:] if rest.startswith(":") else ""
+    elif text.count(":") == 1:
+        host, _, port_text = text.partition(":")
+    else:
+        host, port_text = text, ""  # bare host or bare IPv6 literal
+    return _check(host, port_text or default_port, address)
+
+
+def parse_addresses(addresses: Iterable[object] | str | None, default_port: int) -> list[Address]:
+    if addresses is None:
+        return []
+    if isinstance(addresses, str):
+        addresses = [a for a in addresses.split(",") if a.strip()]
+    seen: list[Address] = []
+    for item in addresses:
+        parsed = parse_address(item, default_port)
+        if parsed not in seen:
+            seen.append(parsed)
+    return seen
+
+
+def parse_http_address(address: object, default_port: int = 4161) -> str:
+    """A base URL (``http://host:port``) for an nsqd or nsqlookupd HTTP address."""
+    scheme = "http"
+    if isinstance(address, str) and address.strip().startswith("https://"):
+        scheme = "https"
+    host, port = parse_address(address, default_port)
+    return f"{scheme}://{format_address(host, port)}"
+
+
+def _check(host: str, port: object, original: object) -> Address:
+    if not host:
+        raise ConfigError(f"address {original!r} has no host")
+    try:
+        number = int(port)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise ConfigError(f"address {original!r} has an invalid port {port!r}") from None
+    if not 0 < number < 65536:
+        raise ConfigError(f"address {original!r} has a port outside 1..65535")
+    return host, number

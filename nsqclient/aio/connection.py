@@ -1,0 +1,606 @@
+"""One TCP connection to one nsqd: setup, the read path, coalesced writes, replies, liveness.
+
+The connection is an ``asyncio.Protocol`` feeding :class:`~nsqclient.protocol.FrameDecoder`
+directly from ``data_received``, so a chunk of N message frames costs one decoder call and one
+``on_messages`` call to the owner. Every command written during one loop iteration is joined and
+written once at the end of it (``call_soon``), so a burst of FINs or pipelined PUBs is one syscall.
+
+Reply-producing commands (SUB, PUB, MPUB, DPUB, CLS) are matched to responses in FIFO order. An
+error frame fails exactly the command it answers; the three non-fatal response errors
+(E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED) go to the owner and the connection stays up; any
+other error closes the connection and fails everything still pending on it.
+
+Liveness: one timer per connection ticks a few times a second. It declares the connection dead
+when nothing was read for two heartbeat intervals, when writes stayed paused longer than
+``write_timeout``, and fails pending requests whose deadline passed, so no per-request timer is
+ever created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+import logging
+import ssl
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import (
+    ClosedError,
+    ConnectError,
+    ConnectionClosedError,
+    NSQError,
+    NSQTimeoutError,
+    ProtocolError,
+    ResponseFailedError,
+    TLSError,
+)
+from ..flow.requeue import requeue_delay_ms
+from ..message import Message
+from ..protocol import commands
+from ..protocol.compression import Codec, DeflateCodec, SnappyCodec
+from ..protocol.frames import CLOSE_WAIT, HEARTBEAT, ErrorFrame, Event, FrameDecoder, Response
+from ..protocol.handshake import EnableCompression, Handshake, HandshakeDone, Send, StartTLS
+from ..protocol.identify import AuthResponse, IdentifyOptions, IdentifyResponse
+from .addresses import format_address
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+__all__ = ["Connection", "ConnectionOwner", "ConnectionState"]
+
+log = logging.getLogger("nsqclient.connection")
+
+_NOP = b"NOP\n"
+
+
+class ConnectionState(enum.Enum):
+    INIT = "init"
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    SUBSCRIBED = "subscribed"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+class ConnectionOwner(Protocol):
+    """What a Reader or Writer hears from its connections. Called on the loop thread."""
+
+    def on_messages(self, conn: Connection, messages: list[Message]) -> None: ...
+
+    def on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
+        """A FIN (``fin=True``) or REQ was written for ``msg``."""
+
+    def on_response_error(self, conn: Connection, error: ResponseFailedError) -> None: ...
+
+    def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None: ...
+
+
+class _Pending:
+    """A reply-producing command waiting for its response."""
+
+    __slots__ = ("deadline", "future")
+
+    def __init__(self, future: asyncio.Future[bytes], deadline: float) -> None:
+        self.future = future
+        self.deadline = deadline
+
+
+class Connection(asyncio.Protocol):
+    """A connection to one nsqd, used by exactly one Reader or Writer on one event loop."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        config: Config,
+        identify: IdentifyOptions,
+        owner: ConnectionOwner | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.address = format_address(host, port)
+        self.config = config
+        self.identify_options = identify
+        self.owner = owner
+        self.ssl_context = ssl_context
+        self.state = ConnectionState.INIT
+        self.identify_response: IdentifyResponse | None = None
+        self.auth_response: AuthResponse | None = None
+        #: last RDY value sent
+        self.rdy = 0
+        #: messages delivered on this connection and not yet answered (id -> Message); the
+        #: Reader's MessageTracker holds this same dict
+        self.in_flight: dict[bytes, Message] = {}
+        self.messages_received = 0
+        self.messages_finished = 0
+        self.messages_requeued = 0
+        self.last_message_time = 0.0
+        self.close_exception: BaseException | None = None
+
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._transport: asyncio.Transport | None = None
+        self._decoder = FrameDecoder(self, max_frame_size=config.frame_size_limit)
+        self._codec: Codec | None = None
+        self._handshaking = True
+        self._hs_raw: list[bytes] = []
+        self._hs_waiter: asyncio.Future[None] | None = None
+        self._wbuf: list[bytes] = []
+        self._flush_scheduled = False
+        self._pending: collections.deque[_Pending] = collections.deque()
+        self._closed_future: asyncio.Future[None] | None = None
+        self._close_wait: asyncio.Future[None] | None = None
+        self._ticker: asyncio.TimerHandle | None = None
+        self._last_read = 0.0
+        self._write_paused_at: float | None = None
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        hb = identify.heartbeat_interval
+        hb_s = (hb if hb > 0 else 30_000) / 1000.0
+        self._dead_after = 2 * hb_s if hb >= 0 else config.seconds("read_timeout")
+        self._tick_interval = min(0.25, hb_s / 4)
+
+    # ------------------------------------------------------------------ setup
+
+    async def connect(self) -> IdentifyResponse:
+        """Dial, handshake (IDENTIFY, upgrades, AUTH). Raises ConnectError or a typed error."""
+        if self.state is not ConnectionState.INIT:
+            raise ClosedError(f"connection to {self.address} was already used")
+        self.state = ConnectionState.CONNECTING
+        loop = self._loop = asyncio.get_running_loop()
+        self._closed_future = loop.create_future()
+        try:
+            async with asyncio.timeout(self.config.seconds("dial_timeout")):
+                await loop.create_connection(lambda: self, self.host, self.port)
+        except (OSError, TimeoutError) as exc:
+            self.state = ConnectionState.CLOSED
+            self._closed_future.set_result(None)
+            reason = (
+                "timed out" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
+            )
+            raise ConnectError(f"cannot connect: {reason}", address=self.address) from exc
+        try:
+            async with asyncio.timeout(self.config.seconds("read_timeout")):
+                await self._handshake()
+        except BaseException as exc:
+            self.abort(exc if isinstance(exc, Exception) else None)
+            if isinstance(exc, TimeoutError):
+                raise NSQTimeoutError("handshake timed out", address=self.address) from exc
+            if isinstance(exc, ssl.SSLError | ssl.CertificateError):
+                raise TLSError(
+                    f"TLS handshake failed: {exc}; for a private CA pass tls_ca_file=...",
+                    address=self.address,
+                ) from exc
+            if isinstance(exc, ConnectionError) and not isinstance(exc, NSQError):
+                raise ConnectError(
+                    f"connection lost during handshake: {exc}", address=self.address
+                ) from exc
+            raise
+        self.state = ConnectionState.CONNECTED
+        self._start_ticker()
+        assert self.identify_response is not None
+        return self.identify_response
+
+    async def _handshake(self) -> None:
+        loop = self._loop
+        assert loop is not None and self._transport is not None
+        hs = Handshake(
+            self.identify_options, auth_secret=self.config.auth_secret_bytes, address=self.address
+        )
+        self._transport.write(hs.start())
+        while not hs.done:
+            event = await self._next_handshake_event()
+            for step in hs.receive(event):
+                if isinstance(step, Send):
+                    self._write_now(step.data)
+                elif isinstance(step, StartTLS):
+                    if self.ssl_context is None:
+                        raise TLSError("nsqd offered TLS but no SSL context", address=self.address)
+                    hostname = self.config.tls_server_hostname or self.host
+                    new = await loop.start_tls(
+                        self._transport, self, self.ssl_context, server_hostname=hostname
+                    )
+                    if new is None:
+                        raise ConnectError("TLS upgrade failed", address=self.address)
+                    self._transport = new
+                elif isinstance(step, EnableCompression):
+                    self._codec = (
+                        SnappyCodec() if step.kind == "snappy" else DeflateCodec(step.level)
+                    )
+                    # bytes already read past the IDENTIFY reply belong to the compressed stream
+                    rest = self._decoder.take_unparsed()
+                    if rest:
+                        self._hs_raw.insert(0, rest)
+                elif isinstance(step, HandshakeDone):
+                    self.identify_response = step.identify
+                    self.auth_response = step.auth
+        self._handshaking = False
+        leftover = b"".join(self._hs_raw)
+        self._hs_raw.clear()
+        if self._codec is not None and leftover:
+            leftover = self._codec.decompress(leftover)
+        self._dispatch(self._decoder.feed(leftover))
+
+    async def _next_handshake_event(self) -> Event:
+        assert self._loop is not None
+        while True:
+            if self._hs_raw:
+                data = b"".join(self._hs_raw)
+                self._hs_raw.clear()
+                if self._codec is not None:
+                    data = self._codec.decompress(data)
+                event = self._decoder.next_event(data)
+            else:
+                event = self._decoder.next_event()
+            if event is not None:
+                return event
+            if self.state is ConnectionState.CLOSED:
+                raise ConnectionClosedError(
+                    "nsqd closed the connection during the handshake", address=self.address
+                ) from self.close_exception
+            self._hs_waiter = self._loop.create_future()
+            await self._hs_waiter
+
+    # ------------------------------------------------------------------ asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        assert self._loop is not None
+        self._last_read = self._loop.time()
+
+    def data_received(self, data: bytes) -> None:
+        self._last_read = self._loop.time()  # type: ignore[union-attr]
+        if self._handshaking:
+            self._hs_raw.append(data)
+            waiter = self._hs_waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+            return
+        try:
+            if self._codec is not None:
+                data = self._codec.decompress(data)
+            events = self._decoder.feed(data)
+        except ProtocolError as exc:
+            log.error("nsqd %s: %s; closing the connection", self.address, exc)
+            self.abort(exc)
+            return
+        self._dispatch(events)
+
+    def _dispatch(self, events: list[Event]) -> None:
+        if not events:
+            return
+        for event in events:
+            if event.__class__ is not Message:
+                break
+        else:
+            self._deliver(events)  # type: ignore[arg-type]  # all messages: the common case
+            return
+        messages: list[Message] = []
+        for event in events:
+            if event.__class__ is Message:
+                messages.append(event)
+            elif event is HEARTBEAT:
+                self._write(_NOP)
+            elif isinstance(event, ErrorFrame):
+                self._on_error_frame(event)
+            elif isinstance(event, Response):
+                self._on_response(event)
+        if messages:
+            self._deliver(messages)
+
+    def _deliver(self, messages: list[Message]) -> None:
+        in_flight = self.in_flight
+        for msg in messages:
+            in_flight[msg.id] = msg
+        self.messages_received += len(messages)
+        self.last_message_time = self._last_read
+        owner = self.owner
+        if owner is None:
+            log.warning(
+                "nsqd %s sent %d messages to a connection without a reader",
+                self.address,
+                len(messages),
+            )
+            return
+        owner.on_messages(self, messages)
+
+    def _on_response(self, event: Response) -> None:
+        if event is CLOSE_WAIT:
+            waiter = self._close_wait
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+        if self._pending:
+            item = self._pending.popleft()
+            if not item.future.done():  # else the caller gave up; the reply still used its slot
+                item.future.set_result(event.data)
+            return
+        log.error(
+            "nsqd %s: response %r with no command pending; closing", self.address, event.data[:40]
+        )
+        self.abort(ProtocolError(f"unexpected response {event.data[:40]!r} from {self.address}"))
+
+    def _on_error_frame(self, frame: ErrorFrame) -> None:
+        error = frame.to_exception(self.address)
+        if isinstance(error, ResponseFailedError):
+            owner = self.owner
+            if owner is not None:
+                owner.on_response_error(self, error)
+            else:
+                log.warning("%s", error)
+            return
+        log.debug("nsqd %s: %s", self.address, error)
+        if self._pending:
+            item = self._pending.popleft()
+            if not item.future.done():
+                item.future.set_exception(error)
+        self.close_exception = error
+        # nsqd closes the connection after every other error; do not wait for it
+        self.abort(error)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.state is ConnectionState.CLOSED:
+            return
+        was_closing = self.state is ConnectionState.CLOSING
+        self.state = ConnectionState.CLOSED
+        if self.close_exception is None:
+            self.close_exception = exc
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+        self._wbuf.clear()
+        cause = self.close_exception
+        if self._pending:
+            for item in self._pending:
+                if not item.future.done():
+                    err = ConnectionClosedError(
+                        "connection closed before nsqd replied; the command may or may not "
+                        "have been applied",
+                        address=self.address,
+                    )
+                    err.__cause__ = cause
+                    item.future.set_exception(err)
+            self._pending.clear()
+        for fut in (self._hs_waiter, self._close_wait, *self._drain_waiters):
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+        self._drain_waiters.clear()
+        if self._closed_future is not None and not self._closed_future.done():
+            self._closed_future.set_result(None)
+        owner = self.owner
+        if owner is not None and not self._handshaking:
+            if not was_closing and cause is not None:
+                log.warning("connection to nsqd %s lost: %s", self.address, cause)
+            owner.on_connection_lost(self, cause)
+
+    def pause_writing(self) -> None:
+        assert self._loop is not None
+        self._write_paused_at = self._loop.time()
+
+    def resume_writing(self) -> None:
+        self._write_paused_at = None
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    # ------------------------------------------------------------------ writing
+
+    def _write(self, data: bytes) -> None:
+        """Queue bytes for the single write at the end of this loop iteration."""
+        self._wbuf.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)  # type: ignore[union-attr]
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        buf = self._wbuf
+        if not buf or self._transport is None or self.state is ConnectionState.CLOSED:
+            buf.clear()
+            return
+        data = buf[0] if len(buf) == 1 else b"".join(buf)
+        buf.clear()
+        if self._codec is not None:
+            data = self._codec.compress(data)
+        self._transport.write(data)
+
+    def _write_now(self, data: bytes) -> None:
+        """Write immediately, compressed if negotiated (handshake steps only)."""
+        assert self._transport is not None
+        self._transport.write(self._codec.compress(data) if self._codec is not None else data)
+
+    def send(self, data: bytes) -> None:
+        """Queue a command that gets no reply (RDY, FIN, REQ, TOUCH, NOP)."""
+        if self.state is ConnectionState.CLOSED:
+            raise ConnectionClosedError("connection is closed", address=self.address)
+        self._write(data)
+
+    def request(self, data: bytes, timeout: float | None = None) -> asyncio.Future[bytes]:
+        """Queue a reply-producing command; the future gets the response payload or the error.
+
+        The deadline (``timeout`` seconds) is enforced by the connection's ticker, which fails
+        the future with NSQTimeoutError; the reply, if it comes later, is consumed and dropped.
+        """
+        state = self.state
+        if state is not ConnectionState.CONNECTED and state is not ConnectionState.SUBSCRIBED:
+            raise ConnectionClosedError(f"connection is {state.value}", address=self.address)
+        loop = self._loop
+        assert loop is not None
+        fut: asyncio.Future[bytes] = loop.create_future()
+        deadline = loop.time() + timeout if timeout is not None else float("inf")
+        self._pending.append(_Pending(fut, deadline))
+        self._write(data)
+        return fut
+
+    @property
+    def pending_requests(self) -> int:
+        return len(self._pending)
+
+    @property
+    def writable(self) -> bool:
+        """False while the transport's buffer is above its high-water mark."""
+        return self._write_paused_at is None
+
+    async def drain(self) -> None:
+        """Wait until the transport accepts more data (or the connection closes)."""
+        if self._write_paused_at is None or self.state is ConnectionState.CLOSED:
+            return
+        assert self._loop is not None
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._drain_waiters.append(fut)
+        await fut
+
+    # ------------------------------------------------------------------ consumer commands
+
+    async def subscribe(self, topic: str, channel: str, timeout: float | None = None) -> None:
+        data = commands.sub(topic, channel)
+        await self.request(
+            data, timeout if timeout is not None else self.config.seconds("read_timeout")
+        )
+        self.state = ConnectionState.SUBSCRIBED
+
+    def send_rdy(self, count: int) -> None:
+        if self.state is ConnectionState.CLOSED:
+            return
+        max_rdy = self.max_rdy_count
+        if count > max_rdy:
+            count = max_rdy
+        self.rdy = count
+        self._write(b"RDY %d\n" % count)
+
+    @property
+    def max_rdy_count(self) -> int:
+        resp = self.identify_response
+        return resp.max_rdy_count if resp is not None else 2500
+
+    async def cls(self, timeout: float) -> bool:
+        """Send CLS and wait for CLOSE_WAIT. True if nsqd confirmed within ``timeout``."""
+        if self.state is not ConnectionState.SUBSCRIBED:
+            return False
+        assert self._loop is not None
+        self._close_wait = self._loop.create_future()
+        self.state = ConnectionState.CLOSING
+        self.rdy = 0
+        self._pending.append(_Pending(self._loop.create_future(), self._loop.time() + timeout))
+        self._write(commands.cls())
+        try:
+            async with asyncio.timeout(timeout):
+                await self._close_wait
+        except TimeoutError:
+            return False
+        return self.state is not ConnectionState.CLOSED
+
+    # ------------------------------------------------------------------ Responder (Message)
+
+    def message_fin(self, msg: Message) -> None:
+        if self.in_flight.pop(msg.id, None) is None or self.state is ConnectionState.CLOSED:
+            return
+        self._write(b"FIN " + msg.id + b"\n")
+        self.messages_finished += 1
+        owner = self.owner
+        if owner is not None:
+            owner.on_message_result(self, msg, True, False)
+
+    def message_req(self, msg: Message, delay_ms: int | None, backoff: bool) -> None:
+        if self.in_flight.pop(msg.id, None) is None or self.state is ConnectionState.CLOSED:
+            return
+        if delay_ms is None:
+            config = self.config
+            delay_ms = requeue_delay_ms(
+                msg.attempts, config.ms("default_requeue_delay"), config.ms("max_requeue_delay")
+            )
+        self._write(b"REQ %s %d\n" % (msg.id, delay_ms))
+        self.messages_requeued += 1
+        owner = self.owner
+        if owner is not None:
+            owner.on_message_result(self, msg, False, backoff)
+
+    def message_touch(self, msg: Message) -> None:
+        if msg.id in self.in_flight and self.state is not ConnectionState.CLOSED:
+            self._write(b"TOUCH " + msg.id + b"\n")
+
+    # ------------------------------------------------------------------ liveness
+
+    def _start_ticker(self) -> None:
+        assert self._loop is not None
+        self._ticker = self._loop.call_later(self._tick_interval, self._tick)
+
+    def _tick(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        if self.state is ConnectionState.CLOSED:
+            return
+        now = loop.time()
+        if now - self._last_read > self._dead_after:
+            self.abort(
+                NSQTimeoutError(
+                    f"no data from nsqd for {now - self._last_read:.1f}s (two heartbeat "
+                    "intervals); treating the connection as dead",
+                    address=self.address,
+                )
+            )
+            return
+        paused = self._write_paused_at
+        if paused is not None and now - paused > self.config.seconds("write_timeout"):
+            self.abort(
+                NSQTimeoutError("write timed out: nsqd is not reading", address=self.address)
+            )
+            return
+        pending = self._pending
+        if pending and pending[0].deadline <= now:
+            self._expire(now)
+        self._ticker = loop.call_later(self._tick_interval, self._tick)
+
+    def _expire(self, now: float) -> None:
+        for item in self._pending:
+            if item.deadline <= now and not item.future.done():
+                item.future.set_exception(
+                    NSQTimeoutError(
+                        "no reply from nsqd before the timeout; the command may "
+                        "or may not have been applied",
+                        address=self.address,
+                    )
+                )
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        """Close after flushing queued writes."""
+        if self.state is ConnectionState.CLOSED:
+            return
+        if self._flush_scheduled:
+            self._flush()
+        if self.state is not ConnectionState.INIT:
+            self.state = ConnectionState.CLOSING
+        if self._transport is not None:
+            self._transport.close()
+        elif self._closed_future is not None:
+            self.connection_lost(None)
+
+    def abort(self, exc: BaseException | None = None) -> None:
+        """Drop the connection at once."""
+        if self.state is ConnectionState.CLOSED:
+            return
+        if exc is not None and self.close_exception is None:
+            self.close_exception = exc
+        if self._transport is not None:
+            self._transport.abort()
+        else:
+            self.connection_lost(None)
+
+    async def wait_closed(self) -> None:
+        if self._closed_future is not None:
+            await asyncio.shield(self._closed_future)
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in (ConnectionState.CONNECTED, ConnectionState.SUBSCRIBED)
+
+    def on_closed(self, callback: Callable[[], Any]) -> None:
+        assert self._closed_future is not None
+        self._closed_future.add_done_callback(lambda _f: callback())
+
+    def __repr__(self) -> str:
+        return f"<Connection nsqd={self.address} {self.state.value} rdy={self.rdy}>"

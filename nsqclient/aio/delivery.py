@@ -1,0 +1,169 @@
+"""Getting delivered messages to the application: sinks, the queue, and handler invocation.
+
+The Reader's read path hands each decoded batch to a *sink* in one call. The default sink is
+:class:`MessageQueue` (a deque plus waiters: one wake-up per batch, not per message) that feeds
+``async for`` and the handler workers; the sync facade supplies its own sink that moves batches
+to threads. A sink never blocks the loop: RDY already bounds how many messages can arrive.
+
+:class:`HandlerRunner` applies the handler contract shared by every delivery style: returning
+means FIN (``False`` means REQ, as in pynsq), raising means REQ with backoff, a message the handler
+answered itself or took over (``disable_auto_response``) is left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from ..message import Message
+
+__all__ = ["Handler", "HandlerRunner", "MessageQueue", "MessageSink"]
+
+log = logging.getLogger("nsqclient.reader")
+
+Handler = Callable[[Message], Any]
+
+
+class MessageSink(Protocol):
+    """Where a Reader puts delivered messages. Called on the loop thread; must not block."""
+
+    def put(self, messages: list[Message]) -> None: ...
+
+    def take_undelivered(self) -> list[Message]:
+        """Remove and return messages not yet handed to the application (closing, or their
+        connection died)."""
+
+    def close(self) -> None: ...
+
+
+class QueueClosed(Exception):
+    """The queue was closed and is empty."""
+
+
+class MessageQueue:
+    """Default sink: a deque with waiters, shared by ``async for`` and handler workers."""
+
+    def __init__(self) -> None:
+        self._items: collections.deque[Message] = collections.deque()
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._closed = False
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, messages: list[Message]) -> None:
+        self._items.extend(messages)
+        waiters = self._waiters
+        if waiters:
+            for _ in range(min(len(waiters), len(messages))):
+                fut = waiters.popleft()
+                if not fut.done():
+                    fut.set_result(None)
+
+    def get_nowait(self) -> Message | None:
+        items = self._items
+        return items.popleft() if items else None
+
+    async def get(self) -> Message:
+        """The next message; raises :class:`QueueClosed` once closed and drained."""
+        items = self._items
+        while not items:
+            if self._closed:
+                raise QueueClosed
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            try:
+                await fut
+            except asyncio.CancelledError:
+                if fut in self._waiters:
+                    self._waiters.remove(fut)
+                elif items and self._waiters:  # pass our wake-up on to another waiter
+                    nxt = self._waiters.popleft()
+                    if not nxt.done():
+                        nxt.set_result(None)
+                raise
+        return items.popleft()
+
+    def take_undelivered(self) -> list[Message]:
+        taken = list(self._items)
+        self._items.clear()
+        return taken
+
+    def purge(self, keep: Callable[[Message], bool]) -> list[Message]:
+        """Remove the messages ``keep`` rejects (e.g. those from a connection that died)."""
+        kept: list[Message] = []
+        dropped: list[Message] = []
+        for msg in self._items:
+            (kept if keep(msg) else dropped).append(msg)
+        if dropped:
+            self._items = collections.deque(kept)
+        return dropped
+
+    def close(self) -> None:
+        self._closed = True
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+class HandlerRunner:
+    """Calls a handler for one message and answers it per the handler contract."""
+
+    __slots__ = ("auto_fin", "handler", "is_async")
+
+    def __init__(self, handler: Handler, *, auto_fin: bool = True) -> None:
+        if not callable(handler):
+            raise TypeError(f"message handler must be callable, got {handler!r}")
+        self.handler = handler
+        self.auto_fin = auto_fin
+        self.is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+            getattr(handler, "__call__", None)  # noqa: B004 - async callable objects
+        )
+
+    def run_sync(self, msg: Message) -> Awaitable[Any] | None:
+        """Run the handler; returns the awaitable if it produced one (caller must ``finish``)."""
+        try:
+            result = self.handler(msg)
+        except Exception:
+            self.failed(msg)
+            return None
+        if inspect.isawaitable(result):
+            return result
+        self.succeeded(msg, result)
+        return None
+
+    async def run(self, msg: Message) -> None:
+        try:
+            result = self.handler(msg)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception:
+            self.failed(msg)
+            return
+        self.succeeded(msg, result)
+
+    def succeeded(self, msg: Message, result: object) -> None:
+        if msg._responded or not msg._auto:
+            return
+        if result is False:
+            msg.req()
+        elif self.auto_fin:
+            msg.fin()
+
+    def failed(self, msg: Message) -> None:
+        log.exception(
+            "message handler failed for message %s (attempt %d); requeueing with backoff",
+            msg.id.decode("ascii", "replace"),
+            msg.attempts,
+        )
+        if not msg._responded and msg._auto:
+            msg.req(backoff=True)

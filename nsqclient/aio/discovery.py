@@ -1,0 +1,113 @@
+"""Finding nsqd nodes through nsqlookupd: periodic, jittered, one lookupd per poll in rotation.
+
+Each poll asks one lookupd (go-nsq's rotation; on failure the next one, up to three tries) and
+reports the producers' TCP addresses to a callback. The first poll runs at once, the next after
+``rand * jitter * interval``, then every ``interval``; :meth:`LookupdPoller.poke` asks for an early
+poll (a connection died), rate-limited by the caller's reconnect backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Sequence
+
+from ..config import Config
+from .addresses import Address, parse_address
+
+__all__ = ["LookupdPoller"]
+
+log = logging.getLogger("nsqclient.lookupd")
+
+_TRIES = 3
+
+
+class LookupdPoller:
+    """Polls nsqlookupd for the producers of one topic (or all nodes, for writers)."""
+
+    def __init__(
+        self,
+        addresses: Sequence[str],
+        *,
+        config: Config,
+        on_producers: Callable[[list[Address]], None],
+        topic: str | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        from .http import LookupdHTTPClient
+
+        if not addresses:
+            raise ValueError("LookupdPoller needs at least one lookupd address")
+        self.topic = topic
+        self._config = config
+        self._on_producers = on_producers
+        self._rng = rng or random.Random()
+        timeout = config.seconds("lookupd_poll_timeout")
+        headers = {}
+        secret = config.auth_secret_bytes
+        if secret:
+            headers["Authorization"] = "Bearer " + secret.decode("utf-8", "replace")
+        self._clients = [
+            LookupdHTTPClient(address, timeout=timeout, headers=headers) for address in addresses
+        ]
+        self._index = 0
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self.polls = 0
+        self.failures = 0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="nsq-lookupd")
+
+    def poke(self) -> None:
+        """Poll as soon as possible (a lookupd-discovered connection closed)."""
+        self._wake.set()
+
+    async def poll_once(self) -> list[Address] | None:
+        """Query one lookupd (rotating, retrying the next on failure); None if all tries failed."""
+        for _ in range(min(_TRIES, len(self._clients)) or 1):
+            client = self._clients[self._index % len(self._clients)]
+            self._index += 1
+            try:
+                if self.topic is not None:
+                    result = await client.lookup(self.topic)
+                    producers = result.producers
+                else:
+                    producers = await client.nodes()
+            except Exception as exc:
+                self.failures += 1
+                log.warning("lookupd %s query failed: %s", client.base_url, exc)
+                continue
+            self.polls += 1
+            return [parse_address(p.tcp_address) for p in producers]
+        return None
+
+    async def _run(self) -> None:
+        interval = self._config.seconds("lookupd_poll_interval")
+        jitter = self._config.lookupd_poll_jitter
+        first = True
+        while True:
+            found = await self.poll_once()
+            if found is not None:
+                try:
+                    self._on_producers(found)
+                except Exception:
+                    log.exception("error handling lookupd results")
+            delay = self._rng.random() * jitter * interval if first else interval
+            first = False
+            self._wake.clear()
+            try:
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        for client in self._clients:
+            await client.aclose()

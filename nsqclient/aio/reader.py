@@ -1,0 +1,767 @@
+"""The Reader: one topic/channel consumed from many nsqd, with go-nsq's RDY and backoff rules.
+
+Connections come from direct ``nsqd_tcp_addresses`` (reconnected forever with capped, jittered
+backoff) and/or nsqlookupd discovery. Flow control is decided by
+:class:`~nsqclient.flow.RdyController` (pure, clock-injected); this module only carries its
+decisions out and keeps its single timer armed. Delivered messages go to a sink in one call per
+read: the default queue feeds ``async for`` and handler workers, or a ``direct=True`` handler runs
+on the read path itself.
+
+``graceful_close()`` guarantees that nothing delivered to this Reader is left to nsqd's timeout:
+RDY 0 everywhere, REQ what was never handed out, let handlers finish (bounded), REQ whatever is
+still unanswered, CLS and wait for CLOSE_WAIT, then close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from functools import partial
+from typing import Any
+
+from ..config import Config
+from ..errors import ClosedError, ConfigError, NSQError, ResponseFailedError
+from ..flow import Outcome, RdyChange, RdyController, ReconnectBackoff
+from ..message import _DONE, Message
+from ..protocol.identify import IdentifyOptions
+from ..protocol.names import validate_channel, validate_topic
+from .addresses import Address, format_address, parse_addresses, parse_http_address
+from .connection import Connection, ConnectionState
+from .delivery import Handler, HandlerRunner, MessageQueue, MessageSink, QueueClosed
+from .discovery import LookupdPoller
+from .tls import make_ssl_context
+from .tracker import MessageTracker
+
+__all__ = ["Reader", "ReaderState", "create_reader"]
+
+log = logging.getLogger("nsqclient.reader")
+
+GiveUpHook = Callable[[Message], Any]
+_SUCCESS = Outcome.SUCCESS
+_FAILURE = Outcome.FAILURE
+_NEUTRAL = Outcome.NEUTRAL
+_YIELD_EVERY = 64  # sync handlers in a worker: let the loop breathe this often
+
+
+class ReaderState(enum.Enum):
+    NEW = "new"
+    RUNNING = "running"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+class Reader:
+    """Consume ``topic``/``channel`` from nsqd.
+
+    Options are :class:`~nsqclient.config.Config` fields, passed as keywords or as ``config=``.
+    """
+
+    def __init__(
+        self,
+        topic: str | None = None,
+        channel: str | None = None,
+        *,
+        nsqd_tcp_addresses: Iterable[object] | str | None = None,
+        lookupd_http_addresses: Iterable[object] | str | None = None,
+        message_handler: Handler | None = None,
+        on_giving_up: GiveUpHook | None = None,
+        config: Config | None = None,
+        sink: MessageSink | None = None,
+        **options: Any,
+    ) -> None:
+        self.config = Config.from_options(config, **options)
+        self._identify = IdentifyOptions.from_config(self.config)
+        self._ssl_context = make_ssl_context(self.config)
+        if self._identify.heartbeat_interval == -1:
+            raise ConfigError(
+                "a Reader needs heartbeats: nsqd refuses SUB with heartbeat_interval=-1"
+            )
+        self.topic = topic
+        self.channel = channel
+        if topic is not None:
+            validate_topic(topic)
+        if channel is not None:
+            validate_channel(channel)
+        self._nsqd_addresses = parse_addresses(nsqd_tcp_addresses, 4150)
+        self._lookupd_addresses = [
+            parse_http_address(a, 4161)
+            for a in (
+                [lookupd_http_addresses]
+                if isinstance(lookupd_http_addresses, str)
+                else lookupd_http_addresses or ()
+            )
+        ]
+        self.on_giving_up = on_giving_up
+        self.tracker = MessageTracker()
+        self._flow = RdyController.from_config(self.config)
+        self._queue = MessageQueue()
+        self._sink: MessageSink = sink if sink is not None else self._queue
+        self._state = ReaderState.NEW
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._conns: dict[Address, Connection] = {}
+        self._connecting: set[Address] = set()
+        self._reconnects: dict[Address, asyncio.Task[None]] = {}
+        self._lookupd_found: set[Address] = set()
+        self._from_lookupd: set[Address] = set()
+        self._poller: LookupdPoller | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._flow_handle: asyncio.TimerHandle | None = None
+        self._flow_at: float | None = None
+        self._runner: HandlerRunner | None = None
+        self._direct = False
+        self._concurrency = 1
+        self._workers: set[asyncio.Task[None]] = set()
+        self._consumer_task: asyncio.Task[Any] | None = None
+        self._closing_task: asyncio.Task[None] | None = None
+        self._closed_event = asyncio.Event()
+        self._max_attempts = self.config.max_attempts
+        self.received = 0
+        self.finished = 0
+        self.requeued = 0
+        self.given_up = 0
+        self.response_errors = 0
+        if message_handler is not None:
+            self.set_message_handler(message_handler)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def subscribe(self, topic: str, channel: str) -> None:
+        """Choose the topic/channel (asyncnsq style) and start consuming."""
+        if self._state is not ReaderState.NEW:
+            raise NSQError(
+                "this Reader is already subscribed; create another Reader for another topic/channel"
+            )
+        self.topic = validate_topic(topic).decode()
+        self.channel = validate_channel(channel).decode()
+        await self.start()
+
+    async def connect(self) -> None:
+        """asyncnsq compatibility: start if the topic is known, else wait for ``subscribe``."""
+        if self.topic is not None and self.channel is not None:
+            await self.start()
+
+    async def start(self) -> None:
+        """Connect to the configured nsqd and lookupd, SUB, and begin receiving."""
+        if self._state is not ReaderState.NEW:
+            if self._state is ReaderState.RUNNING:
+                return
+            raise ClosedError("this Reader was closed; create a new one")
+        if self.topic is None or self.channel is None:
+            raise ConfigError("a Reader needs a topic and a channel (or call subscribe())")
+        if not self._nsqd_addresses and not self._lookupd_addresses:
+            raise ConfigError("give nsqd_tcp_addresses and/or lookupd_http_addresses")
+        self._loop = asyncio.get_running_loop()
+        self._state = ReaderState.RUNNING
+        if self._runner is not None and not self._direct:
+            self._ensure_workers()
+        results = await asyncio.gather(
+            *(self._connect(addr, direct=True) for addr in self._nsqd_addresses),
+            return_exceptions=True,
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if self._lookupd_addresses:
+            self._poller = LookupdPoller(
+                self._lookupd_addresses,
+                config=self.config,
+                topic=self.topic,
+                on_producers=self._on_producers,
+            )
+            self._poller.start()
+        elif errors and len(errors) == len(results):
+            await self.close()
+            raise errors[0]
+        for addr, result in zip(self._nsqd_addresses, results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning(
+                    "cannot connect to nsqd %s (%s); retrying in the background",
+                    format_address(*addr),
+                    result,
+                )
+                self._schedule_reconnect(addr)
+
+    async def __aenter__(self) -> Reader:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.graceful_close()
+
+    def _running(self) -> bool:
+        return self._state is ReaderState.RUNNING
+
+    @property
+    def state(self) -> ReaderState:
+        return self._state
+
+    @property
+    def is_closed(self) -> bool:
+        return self._state is ReaderState.CLOSED
+
+    # ------------------------------------------------------------------ connections
+
+    async def _connect(self, addr: Address, *, direct: bool) -> None:
+        if (
+            addr in self._conns
+            or addr in self._connecting
+            or self._state is not ReaderState.RUNNING
+        ):
+            return
+        self._connecting.add(addr)
+        conn = Connection(
+            addr[0],
+            addr[1],
+            config=self.config,
+            identify=self._identify,
+            owner=self,
+            ssl_context=self._ssl_context,
+        )
+        try:
+            await conn.connect()
+            assert self.topic is not None and self.channel is not None
+            await conn.subscribe(self.topic, self.channel)
+        except BaseException:
+            conn.abort()
+            raise
+        finally:
+            self._connecting.discard(addr)
+        if not self._running():
+            conn.close()
+            return
+        if conn.max_rdy_count < self._flow.max_in_flight:
+            log.warning(
+                "nsqd %s max_rdy_count %d is below max_in_flight %d",
+                conn.address,
+                conn.max_rdy_count,
+                self._flow.max_in_flight,
+            )
+        self._conns[addr] = conn
+        if not direct:
+            self._from_lookupd.add(addr)
+        self.tracker.attach(conn)
+        log.info("subscribed to %s/%s on nsqd %s", self.topic, self.channel, conn.address)
+        self._apply(self._flow.add_connection(conn, conn.max_rdy_count, self._now()))
+
+    def _on_producers(self, found: list[Address]) -> None:
+        self._lookupd_found = set(found)
+        for addr in found:
+            if (
+                addr not in self._conns
+                and addr not in self._connecting
+                and addr not in self._reconnects
+            ):
+                self._spawn(self._connect_logged(addr))
+        for addr, task in list(self._reconnects.items()):
+            if addr not in self._lookupd_found and addr not in self._nsqd_addresses:
+                task.cancel()  # lookupd no longer lists it: stop retrying
+
+    async def _connect_logged(self, addr: Address) -> None:
+        try:
+            await self._connect(addr, direct=False)
+        except Exception as exc:
+            log.warning("cannot connect to nsqd %s: %s", format_address(*addr), exc)
+            self._schedule_reconnect(addr)
+
+    def _schedule_reconnect(self, addr: Address) -> None:
+        loop = self._loop
+        if not self._running() or addr in self._reconnects or loop is None:
+            return
+        task = loop.create_task(self._reconnect(addr), name=f"nsq-reconnect-{addr[0]}:{addr[1]}")
+        self._reconnects[addr] = task
+        task.add_done_callback(partial(_forget, self._reconnects, addr))
+
+    async def _reconnect(self, addr: Address) -> None:
+        backoff = ReconnectBackoff.from_config(self.config)
+        while self._state is ReaderState.RUNNING:
+            await asyncio.sleep(backoff.next_delay())
+            if addr in self._conns:
+                return
+            try:
+                await self._connect(addr, direct=addr in self._nsqd_addresses)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info(
+                    "reconnect to nsqd %s failed (%s); next try in up to %.1fs",
+                    format_address(*addr),
+                    exc,
+                    backoff.base_delay(backoff.attempts),
+                )
+
+    def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
+        addr = (conn.host, conn.port)
+        if self._conns.get(addr) is conn:
+            del self._conns[addr]
+        orphans = self.tracker.detach(conn)
+        if isinstance(self._sink, MessageQueue):
+            self._sink.purge(lambda m: m._responder is not conn)
+        if orphans:
+            log.info(
+                "%d messages in flight on %s will be redelivered by nsqd after its timeout",
+                len(orphans),
+                conn.address,
+            )
+        self._apply(self._flow.remove_connection(conn, self._now()))
+        if self._state is ReaderState.RUNNING:
+            if addr in self._nsqd_addresses or addr in self._lookupd_found:
+                self._schedule_reconnect(addr)
+            if self._poller is not None and addr in self._from_lookupd:
+                self._poller.poke()
+
+    # ------------------------------------------------------------------ the read path
+
+    def on_messages(self, conn: Connection, messages: list[Message]) -> None:
+        self._flow.messages_received(conn, len(messages), conn.last_message_time)
+        self.received += len(messages)
+        if self._state is not ReaderState.RUNNING:
+            for msg in messages:  # arrived after RDY 0 during close: hand straight back
+                msg.req(0, backoff=False)
+            return
+        max_attempts = self._max_attempts
+        if max_attempts:
+            for msg in messages:
+                if msg.attempts > max_attempts:
+                    messages = self._give_up_some(messages)
+                    break
+        if self._direct:
+            runner = self._runner
+            assert runner is not None
+            for msg in messages:
+                awaitable = runner.run_sync(msg)
+                if awaitable is not None:
+                    self._spawn(self._finish_awaitable(runner, msg, awaitable))
+        elif messages:
+            self._sink.put(messages)
+
+    def _give_up_some(self, messages: list[Message]) -> list[Message]:
+        keep = []
+        for msg in messages:
+            if msg.attempts > self._max_attempts:
+                self._give_up(msg)
+            else:
+                keep.append(msg)
+        return keep
+
+    def _give_up(self, msg: Message) -> None:
+        self.given_up += 1
+        hook = self.on_giving_up
+        try:
+            if hook is None:
+                log.warning(
+                    "giving up on message %s after %d attempts (max_attempts=%d)",
+                    msg.id.decode("ascii", "replace"),
+                    msg.attempts,
+                    self._max_attempts,
+                )
+            else:
+                result = hook(msg)
+                if inspect.isawaitable(result):
+                    self._spawn(_await_and_log(result))
+        except Exception:
+            log.exception("on_giving_up hook failed")
+        msg.fin()
+
+    async def _finish_awaitable(
+        self, runner: HandlerRunner, msg: Message, aw: Awaitable[Any]
+    ) -> None:
+        try:
+            result = await aw
+        except Exception:
+            runner.failed(msg)
+        else:
+            runner.succeeded(msg, result)
+
+    def on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
+        flow = self._flow
+        if fin:
+            self.finished += 1
+            if flow.in_backoff:
+                self._apply(flow.message_result(_SUCCESS, conn.last_message_time))
+        else:
+            self.requeued += 1
+            if backoff:
+                self._apply(flow.message_result(_FAILURE, self._now()))
+            elif flow.in_backoff:
+                self._apply(flow.message_result(_NEUTRAL, self._now()))
+        if self.tracker.has_waiters:
+            self.tracker.notify()
+
+    def on_response_error(self, conn: Connection, error: ResponseFailedError) -> None:
+        self.response_errors += 1
+        log.warning("%s (the message probably timed out on nsqd; it will be redelivered)", error)
+
+    # ------------------------------------------------------------------ flow control
+
+    def _now(self) -> float:
+        loop = self._loop
+        return loop.time() if loop is not None else 0.0
+
+    def _apply(self, changes: Sequence[RdyChange]) -> None:
+        for change in changes:
+            conn = change.conn
+            assert isinstance(conn, Connection)
+            conn.send_rdy(change.count)
+        at = self._flow.next_deadline()
+        if at != self._flow_at:
+            if self._flow_handle is not None:
+                self._flow_handle.cancel()
+                self._flow_handle = None
+            self._flow_at = at
+            if at is not None and self._loop is not None:
+                self._flow_handle = self._loop.call_at(at, self._on_flow_timer)
+
+    def _on_flow_timer(self) -> None:
+        self._flow_handle = None
+        self._flow_at = None
+        self._apply(self._flow.tick(self._now()))
+
+    def set_max_in_flight(self, max_in_flight: int) -> None:
+        """Change the total RDY budget at run time; 0 pauses consumption."""
+        if (
+            isinstance(max_in_flight, bool)
+            or not isinstance(max_in_flight, int)
+            or max_in_flight < 0
+        ):
+            raise ConfigError(f"max_in_flight must be an int >= 0, got {max_in_flight!r}")
+        self._apply(self._flow.set_max_in_flight(max_in_flight, self._now()))
+
+    @property
+    def max_in_flight(self) -> int:
+        return self._flow.max_in_flight
+
+    def is_starved(self) -> bool:
+        """True when some connection has used at least 85% of its RDY (time to flush a batch)."""
+        return any(
+            conn.in_flight and len(conn.in_flight) >= 0.85 * conn.rdy
+            for conn in self._conns.values()
+        )
+
+    # ------------------------------------------------------------------ delivery API
+
+    def set_message_handler(
+        self,
+        handler: Handler,
+        *,
+        auto_fin: bool = True,
+        direct: bool = False,
+        concurrency: int | None = None,
+    ) -> None:
+        """Run ``handler(msg)`` for every message: returning FINs it, raising REQs with backoff.
+
+        Queue-backed by default (workers take messages from the queue; ``concurrency`` of them
+        for coroutine handlers). ``direct=True`` calls a plain function on the read path itself,
+        the fastest option for quick handlers.
+        """
+        runner = HandlerRunner(handler, auto_fin=auto_fin)
+        if direct and runner.is_async:
+            raise ConfigError(
+                "direct=True needs a plain function; use the default queue-backed "
+                "mode (with concurrency=N) for coroutine handlers"
+            )
+        if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
+            raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        self._runner = runner
+        self._direct = direct
+        self._concurrency = concurrency or 1
+        for task in self._workers:
+            task.cancel()
+        self._workers.clear()
+        if self._state is ReaderState.RUNNING and not direct:
+            self._ensure_workers()
+            if len(self._queue):
+                self._queue.put([])  # wake the new workers for what is already queued
+
+    def clear_message_handler(self) -> None:
+        self._runner = None
+        self._direct = False
+        for task in self._workers:
+            task.cancel()
+        self._workers.clear()
+
+    def _ensure_workers(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        while len(self._workers) < self._concurrency:
+            task = loop.create_task(self._worker(), name="nsq-handler")
+            self._workers.add(task)
+            task.add_done_callback(self._workers.discard)
+
+    async def _worker(self) -> None:
+        queue = self._queue
+        runner = self._runner
+        assert runner is not None
+        run_sync = runner.run_sync
+        is_async = runner.is_async
+        done = 0
+        while True:
+            msg = queue.get_nowait()
+            if msg is None:
+                try:
+                    msg = await queue.get()
+                except QueueClosed:
+                    return
+                done = 0
+            if msg._responded:
+                continue
+            if is_async:
+                await runner.run(msg)
+                continue
+            awaitable = run_sync(msg)
+            if awaitable is not None:
+                await self._finish_awaitable(runner, msg, awaitable)
+            done += 1
+            if done >= _YIELD_EVERY:
+                done = 0
+                await asyncio.sleep(0)
+
+    def messages(self) -> AsyncIterator[Message]:
+        """Iterate over messages as they arrive (``async for msg in reader.messages()``)."""
+        if self._runner is not None:
+            raise ConfigError("this Reader has a message handler; messages() would compete with it")
+        return _MessageIterator(self)
+
+    def __aiter__(self) -> AsyncIterator[Message]:
+        return self.messages()
+
+    async def wait_handler_tasks(self, timeout: float | None = None) -> bool:
+        """asyncnsq compatibility: wait until every delivered message is answered."""
+        return await self.tracker.wait_empty(timeout)
+
+    # ------------------------------------------------------------------ closing
+
+    async def graceful_close(self, timeout: float | None = None) -> None:
+        """Stop receiving and hand back everything unfinished; see the module docstring.
+
+        ``timeout`` (seconds, default ``close_timeout``) bounds how long running handlers get to
+        finish what they hold. Idempotent and safe from any state.
+        """
+        if self._state is ReaderState.CLOSED:
+            return
+        if self._state is ReaderState.NEW:
+            self._state = ReaderState.CLOSED
+            self._closed_event.set()
+            return
+        if self._closing_task is None:
+            current = asyncio.current_task()
+            holder_is_closing = (
+                current is not None and current is self._consumer_task and self._runner is None
+            )
+            wait = self.config.seconds("close_timeout") if timeout is None else timeout
+            self._closing_task = asyncio.get_running_loop().create_task(
+                self._close_gracefully(wait, requeue_handed=holder_is_closing),
+                name="nsq-reader-close",
+            )
+        await asyncio.shield(self._closing_task)
+
+    async def _close_gracefully(self, timeout: float, *, requeue_handed: bool) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout)
+        self._state = ReaderState.CLOSING
+        await self._stop_discovery()
+        self._apply(self._flow.close())  # RDY 0 everywhere
+        self._requeue(self._sink.take_undelivered())
+        self._sink.close()
+        if self._sink is not self._queue:
+            self._requeue(self._queue.take_undelivered())
+            self._queue.close()
+        if requeue_handed:
+            self._requeue(self.tracker.messages())
+        elif not await self.tracker.wait_empty(max(0.0, deadline - loop.time())):
+            log.warning(
+                "graceful close: %d messages still unanswered after %.1fs; requeueing",
+                len(self.tracker),
+                timeout,
+            )
+        await self._stop_workers()
+        self._requeue(self.tracker.messages())
+        conns = [c for c in self._conns.values() if c.state is ConnectionState.SUBSCRIBED]
+        cls_timeout = max(1.0, min(5.0, self.config.seconds("read_timeout")))
+        if conns:
+            await asyncio.gather(*(c.cls(cls_timeout) for c in conns), return_exceptions=True)
+            # anything that raced RDY 0 arrived before CLOSE_WAIT and was requeued on arrival
+            self._requeue(self.tracker.messages())
+        await self._close_connections()
+
+    def close(self) -> Awaitable[None]:
+        """Close at once: best-effort REQ of everything unanswered, then drop the connections.
+
+        Usable as ``reader.close()`` or ``await reader.close()``.
+        """
+        if self._state is ReaderState.CLOSED or self._loop is None:
+            self._state = ReaderState.CLOSED
+            self._closed_event.set()
+            return _DONE
+        self._state = ReaderState.CLOSING
+        self._apply(self._flow.close())
+        self._requeue(self._sink.take_undelivered())
+        self._sink.close()
+        self._requeue(self._queue.take_undelivered())
+        self._queue.close()
+        self._requeue(self.tracker.messages())
+        for task in (*self._workers, *self._reconnects.values(), *self._tasks):
+            task.cancel()
+        return self._loop.create_task(self._finish_close())
+
+    async def _finish_close(self) -> None:
+        await self._stop_discovery()
+        await self._close_connections()
+
+    async def _stop_discovery(self) -> None:
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            await poller.close()
+        tasks = [*self._reconnects.values(), *self._tasks]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _stop_workers(self) -> None:
+        workers = list(self._workers)
+        for task in workers:
+            task.cancel()
+        if workers:
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def _close_connections(self) -> None:
+        conns = list(self._conns.values())
+        for conn in conns:
+            conn.close()
+        for conn in conns:
+            try:
+                async with asyncio.timeout(self.config.seconds("write_timeout") + 1.0):
+                    await conn.wait_closed()
+            except TimeoutError:
+                conn.abort()
+        if self._flow_handle is not None:
+            self._flow_handle.cancel()
+            self._flow_handle = None
+        self._state = ReaderState.CLOSED
+        self._closed_event.set()
+
+    def _requeue(self, messages: Iterable[Message]) -> None:
+        for msg in messages:
+            if not msg._responded:
+                msg.req(0, backoff=False)
+
+    async def wait_closed(self) -> None:
+        await self._closed_event.wait()
+
+    clean_close = graceful_close  # asyncnsq's name
+
+    # ------------------------------------------------------------------ misc
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def connections(self) -> list[Connection]:
+        return list(self._conns.values())
+
+    def stats(self) -> dict[str, Any]:
+        """Counters and per-connection state, cheap enough to poll."""
+        flow = self._flow
+        return {
+            "topic": self.topic,
+            "channel": self.channel,
+            "state": self._state.value,
+            "received": self.received,
+            "finished": self.finished,
+            "requeued": self.requeued,
+            "given_up": self.given_up,
+            "in_flight": len(self.tracker),
+            "lost_on_disconnect": self.tracker.lost,
+            "response_errors": self.response_errors,
+            "queued": len(self._queue),
+            "max_in_flight": flow.max_in_flight,
+            "total_rdy": flow.total_rdy,
+            "backoff_level": flow.backoff_level,
+            "in_backoff": flow.in_backoff,
+            "connections": [
+                {
+                    "address": conn.address,
+                    "state": conn.state.value,
+                    "rdy": conn.rdy,
+                    "in_flight": len(conn.in_flight),
+                    "received": conn.messages_received,
+                    "finished": conn.messages_finished,
+                    "requeued": conn.messages_requeued,
+                }
+                for conn in self._conns.values()
+            ],
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"<Reader {self.topic}/{self.channel} {self._state.value} "
+            f"conns={len(self._conns)} in_flight={len(self.tracker)}>"
+        )
+
+
+class _MessageIterator:
+    """``async for`` over a Reader's queue; records the consuming task for graceful close."""
+
+    __slots__ = ("_queue", "_reader")
+
+    def __init__(self, reader: Reader) -> None:
+        self._reader = reader
+        self._queue = reader._queue
+
+    def __aiter__(self) -> _MessageIterator:
+        return self
+
+    async def __anext__(self) -> Message:
+        reader = self._reader
+        if reader._consumer_task is None:
+            reader._consumer_task = asyncio.current_task()
+            if reader._state is ReaderState.NEW:
+                await reader.start()
+        queue = self._queue
+        while True:
+            msg = queue.get_nowait()
+            if msg is None:
+                try:
+                    msg = await queue.get()
+                except QueueClosed:
+                    raise StopAsyncIteration from None
+            if not msg._responded:
+                return msg
+
+
+def _forget(tasks: dict[Address, asyncio.Task[None]], addr: Address, _task: object) -> None:
+    tasks.pop(addr, None)
+
+
+async def _await_and_log(aw: Awaitable[Any]) -> None:
+    try:
+        await aw
+    except Exception:
+        log.exception("on_giving_up hook failed")
+
+
+async def create_reader(
+    nsqd_tcp_addresses: Iterable[object] | str | None = None,
+    max_in_flight: int = 1,
+    lookupd_http_addresses: Iterable[object] | str | None = None,
+    *,
+    topic: str | None = None,
+    channel: str | None = None,
+    **options: Any,
+) -> Reader:
+    """Build a Reader (asyncnsq's signature); call ``await reader.subscribe(topic, channel)``."""
+    reader = Reader(
+        topic,
+        channel,
+        nsqd_tcp_addresses=nsqd_tcp_addresses,
+        lookupd_http_addresses=lookupd_http_addresses,
+        max_in_flight=max_in_flight,
+        **options,
+    )
+    await reader.connect()
+    return reader

@@ -1,0 +1,494 @@
+"""The Writer: PUB, MPUB and DPUB to one or more nsqd, each call resolved by nsqd's reply.
+
+Every publish is acknowledged or raises a typed error: never a silent loss, never a hang (the
+connection's ticker enforces ``publish_timeout`` without a timer per call). Commands are pipelined
+on each connection and replies matched in FIFO order. With several nsqd, publishes go round-robin
+over healthy connections; a connection that drops fails its pending publishes at once (they may or
+may not have been stored: the error says so) and reconnects in the background with capped,
+jittered backoff while new publishes go to the others. ``max_pending_publishes`` bounds what is
+outstanding, so a slow nsqd makes callers wait instead of growing memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Awaitable, Iterable
+from functools import partial
+from typing import Any
+
+from ..config import Config
+from ..errors import ClosedError, NoConnectionsError, NSQTimeoutError, ResponseFailedError
+from ..flow import ReconnectBackoff
+from ..message import _DONE, Message
+from ..protocol import commands
+from ..protocol.identify import IdentifyOptions
+from .addresses import Address, format_address, parse_addresses, parse_http_address
+from .connection import Connection
+from .discovery import LookupdPoller
+from .tls import make_ssl_context
+
+__all__ = ["Writer", "create_writer"]
+
+log = logging.getLogger("nsqclient.writer")
+
+
+class Writer:
+    """Publish to nsqd. Options are :class:`~nsqclient.config.Config` fields."""
+
+    def __init__(
+        self,
+        nsqd_tcp_addresses: Iterable[object] | str | None = None,
+        *,
+        lookupd_http_addresses: Iterable[object] | str | None = None,
+        host: str | None = None,
+        port: int | None = None,
+        config: Config | None = None,
+        **options: Any,
+    ) -> None:
+        self.config = Config.from_options(config, **options)
+        self._identify = IdentifyOptions.from_config(self.config)
+        self._ssl_context = make_ssl_context(self.config)
+        addresses = parse_addresses(nsqd_tcp_addresses, 4150)
+        if host is not None or port is not None:
+            addresses.append((host or "127.0.0.1", port or 4150))
+        self._lookupd_addresses = [
+            parse_http_address(a, 4161)
+            for a in (
+                [lookupd_http_addresses]
+                if isinstance(lookupd_http_addresses, str)
+                else lookupd_http_addresses or ()
+            )
+        ]
+        if not addresses and not self._lookupd_addresses:
+            addresses = [("127.0.0.1", 4150)]
+        self._addresses: list[Address] = addresses
+        self._conns: dict[Address, Connection] = {}
+        self._healthy: list[Connection] = []
+        self._rr = 0
+        self._reconnects: dict[Address, asyncio.Task[None]] = {}
+        self._connecting: set[Address] = set()
+        self._poller: LookupdPoller | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started = False
+        self._closed = False
+        self._start_lock: asyncio.Lock | None = None
+        self._healthy_event: asyncio.Event | None = None
+        self._outstanding = 0
+        self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._idle_waiters: list[asyncio.Future[None]] = []
+        cfg = self.config
+        self._max_pending = cfg.max_pending_publishes
+        self._publish_timeout = cfg.seconds("publish_timeout")
+        self._max_msg_size = cfg.max_msg_size
+        self._max_body_size = cfg.max_body_size
+        self.published = 0  # messages acknowledged
+        self.failed = 0  # publish calls that raised
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def connect(self) -> None:
+        """Connect to every configured nsqd. Raises if none can be reached (and no lookupd)."""
+        if self._closed:
+            raise ClosedError("this Writer was closed; create a new one")
+        if self._started:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self.is_started:
+                return
+            self._loop = asyncio.get_running_loop()
+            self._healthy_event = asyncio.Event()
+            results = await asyncio.gather(
+                *(self._connect(addr) for addr in self._addresses), return_exceptions=True
+            )
+            errors = [r for r in results if isinstance(r, BaseException)]
+            if self._lookupd_addresses:
+                self._poller = LookupdPoller(
+                    self._lookupd_addresses, config=self.config, on_producers=self._on_nodes
+                )
+                self._poller.start()
+            elif errors and len(errors) == len(results):
+                self._closed = True
+                raise errors[0]
+            self._started = True
+            for addr, result in zip(self._addresses, results, strict=True):
+                if isinstance(result, BaseException):
+                    log.warning(
+                        "cannot connect to nsqd %s (%s); retrying in the background",
+                        format_address(*addr),
+                        result,
+                    )
+                    self._schedule_reconnect(addr)
+
+    start = connect
+
+    async def __aenter__(self) -> Writer:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.graceful_close()
+
+    async def _connect(self, addr: Address) -> None:
+        if addr in self._conns or addr in self._connecting:
+            return
+        self._connecting.add(addr)
+        conn = Connection(
+            addr[0],
+            addr[1],
+            config=self.config,
+            identify=self._identify,
+            owner=self,
+            ssl_context=self._ssl_context,
+        )
+        try:
+            await conn.connect()
+        finally:
+            self._connecting.discard(addr)
+        if self._closed:
+            conn.close()
+            return
+        self._conns[addr] = conn
+        self._healthy.append(conn)
+        assert self._healthy_event is not None
+        self._healthy_event.set()
+        log.info("writer connected to nsqd %s", conn.address)
+
+    def _on_nodes(self, found: list[Address]) -> None:
+        for addr in found:
+            if (
+                addr not in self._conns
+                and addr not in self._connecting
+                and addr not in self._reconnects
+            ):
+                if addr not in self._addresses:
+                    self._addresses.append(addr)
+                self._schedule_reconnect(addr, immediately=True)
+
+    def _schedule_reconnect(self, addr: Address, *, immediately: bool = False) -> None:
+        if self._closed or addr in self._reconnects or self._loop is None:
+            return
+        task = self._loop.create_task(
+            self._reconnect(addr, immediately), name=f"nsq-writer-reconnect-{addr[0]}:{addr[1]}"
+        )
+        self._reconnects[addr] = task
+        task.add_done_callback(partial(_forget, self._reconnects, addr))
+
+    async def _reconnect(self, addr: Address, immediately: bool) -> None:
+        backoff = ReconnectBackoff.from_config(self.config)
+        first = True
+        while not self._closed:
+            if not (first and immediately):
+                await asyncio.sleep(backoff.next_delay())
+            first = False
+            try:
+                await self._connect(addr)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info("reconnect to nsqd %s failed: %s", format_address(*addr), exc)
+
+    # ------------------------------------------------------------------ ConnectionOwner
+
+    def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
+        addr = (conn.host, conn.port)
+        if self._conns.get(addr) is conn:
+            del self._conns[addr]
+        if conn in self._healthy:
+            self._healthy.remove(conn)
+        if not self._healthy and self._healthy_event is not None:
+            self._healthy_event.clear()
+        if not self._closed:
+            self._schedule_reconnect(addr)
+
+    def on_messages(self, conn: Connection, messages: list[Message]) -> None:
+        log.warning(
+            "writer connection %s received %d messages; ignoring", conn.address, len(messages)
+        )
+
+    def on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
+        pass
+
+    def on_response_error(self, conn: Connection, error: ResponseFailedError) -> None:
+        log.warning("%s", error)
+
+    # ------------------------------------------------------------------ publishing
+
+    async def pub(self, topic: str, body: object, *, timeout: float | None = None) -> None:
+        """Publish one message; returns once nsqd acknowledged it."""
+        await self._publish(commands.pub(topic, body, max_msg_size=self._max_msg_size), 1, timeout)
+
+    async def mpub(
+        self,
+        topic: str,
+        messages: Iterable[object] | object,
+        *more: object,
+        timeout: float | None = None,
+    ) -> None:
+        """Publish a batch atomically (nsqd stores all or none).
+
+        ``mpub(topic, [a, b])`` and asyncnsq's ``mpub(topic, a, b)`` both work.
+        """
+        if more:
+            bodies: list[object] = [messages, *more]
+        elif isinstance(messages, str | bytes | bytearray | memoryview):
+            bodies = [messages]
+        else:
+            bodies = list(messages)  # type: ignore[call-overload]
+        data = commands.mpub(
+            topic, bodies, max_msg_size=self._max_msg_size, max_body_size=self._max_body_size
+        )
+        await self._publish(data, len(bodies), timeout)
+
+    async def dpub(
+        self, topic: str, delay_ms: int, body: object, *, timeout: float | None = None
+    ) -> None:
+        """Publish one message that nsqd delivers after ``delay_ms`` milliseconds."""
+        await self._publish(
+            commands.dpub(topic, delay_ms, body, max_msg_size=self._max_msg_size), 1, timeout
+        )
+
+    async def _publish(self, data: bytes, count: int, timeout: float | None) -> None:
+        if self._closed:
+            raise ClosedError("this Writer was closed; create a new one")
+        if not self._started:
+            await self.connect()
+        loop = self._loop
+        assert loop is not None
+        limit = self._publish_timeout if timeout is None else timeout
+        deadline = loop.time() + limit
+        if self._outstanding >= self._max_pending:
+            await self._wait_slot(deadline)
+        conn = self._pick()
+        if conn is None:
+            conn = await self._wait_healthy(deadline)
+        self._outstanding += 1
+        try:
+            await conn.request(data, deadline - loop.time())
+        except BaseException:
+            self.failed += 1
+            raise
+        finally:
+            self._outstanding -= 1
+            if self._slot_waiters:
+                self._wake_slot()
+            elif self._idle_waiters and not self._outstanding:
+                self._wake_idle()
+        self.published += count
+
+    def publish_nowait(
+        self, data: bytes, count: int = 1, timeout: float | None = None
+    ) -> asyncio.Future[bytes] | None:
+        """Queue an encoded PUB/MPUB/DPUB without a task; None if it must wait (no connection
+        or no free slot). For the sync facade's pump, which batches many publishes per hop."""
+        if self._closed or not self._started or self._outstanding >= self._max_pending:
+            return None
+        conn = self._pick()
+        if conn is None:
+            return None
+        fut = conn.request(data, self._publish_timeout if timeout is None else timeout)
+        self._outstanding += 1
+        fut.add_done_callback(partial(self._nowait_done, count=count))
+        return fut
+
+    def _nowait_done(self, fut: asyncio.Future[bytes], *, count: int) -> None:
+        self._outstanding -= 1
+        if fut.cancelled() or fut.exception() is not None:
+            self.failed += 1
+        else:
+            self.published += count
+        if self._slot_waiters:
+            self._wake_slot()
+        elif self._idle_waiters and not self._outstanding:
+            self._wake_idle()
+
+    def _pick(self) -> Connection | None:
+        healthy = self._healthy
+        n = len(healthy)
+        if n == 1:
+            conn = healthy[0]
+            return conn if conn.is_open else None
+        for _ in range(n):
+            self._rr = (self._rr + 1) % n
+            conn = healthy[self._rr]
+            if conn.is_open and conn.writable:
+                return conn
+        for conn in healthy:
+            if conn.is_open:
+                return conn
+        return None
+
+    async def _wait_healthy(self, deadline: float) -> Connection:
+        loop = self._loop
+        assert loop is not None and self._healthy_event is not None
+        while True:
+            if self._closed:
+                raise ClosedError("this Writer was closed while a publish waited for a connection")
+            conn = self._pick()
+            if conn is not None:
+                return conn
+            self._healthy_event.clear()
+            remaining = deadline - loop.time()
+            try:
+                if remaining <= 0:
+                    raise TimeoutError
+                async with asyncio.timeout(remaining):
+                    await self._healthy_event.wait()
+            except TimeoutError:
+                self.failed += 1
+                raise NoConnectionsError(
+                    "no nsqd connection became available before the publish timeout "
+                    f"(addresses: {', '.join(format_address(*a) for a in self._addresses)})"
+                ) from None
+
+    async def _wait_slot(self, deadline: float) -> None:
+        loop = self._loop
+        assert loop is not None
+        while self._outstanding >= self._max_pending:
+            fut: asyncio.Future[None] = loop.create_future()
+            self._slot_waiters.append(fut)
+            try:
+                async with asyncio.timeout(max(0.0, deadline - loop.time())):
+                    await fut
+            except TimeoutError:
+                self.failed += 1
+                raise NSQTimeoutError(
+                    f"{self._outstanding} publishes outstanding (max_pending_publishes); "
+                    "nsqd did not catch up before the publish timeout"
+                ) from None
+            finally:
+                if fut in self._slot_waiters:
+                    self._slot_waiters.remove(fut)
+            if self._closed:
+                raise ClosedError("this Writer was closed while a publish waited")
+
+    def _wake_slot(self) -> None:
+        while self._slot_waiters:
+            fut = self._slot_waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+
+    def _wake_idle(self) -> None:
+        waiters, self._idle_waiters = self._idle_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    @property
+    def outstanding(self) -> int:
+        """Publishes sent and not yet acknowledged."""
+        return self._outstanding
+
+    # ------------------------------------------------------------------ closing
+
+    async def graceful_close(self, timeout: float | None = None) -> None:
+        """Refuse new publishes, wait (bounded) for outstanding acks, then close."""
+        if self._closed and not self._conns:
+            return
+        self._closed = True
+        loop = self._loop
+        if loop is not None and self._outstanding:
+            fut: asyncio.Future[None] = loop.create_future()
+            self._idle_waiters.append(fut)
+            wait = self.config.seconds("close_timeout") if timeout is None else timeout
+            try:
+                async with asyncio.timeout(wait):
+                    await fut
+            except TimeoutError:
+                log.warning("writer closing with %d publishes unacknowledged", self._outstanding)
+        await self._shutdown()
+
+    def close(self) -> Awaitable[None]:
+        """Close at once; unacknowledged publishes fail with ConnectionClosedError.
+
+        Usable as ``writer.close()`` or ``await writer.close()``.
+        """
+        self._closed = True
+        for fut in self._slot_waiters:
+            if not fut.done():
+                fut.set_result(None)
+        if self._healthy_event is not None:
+            self._healthy_event.set()
+        for conn in list(self._conns.values()):
+            conn.close()
+        if self._loop is None:
+            return _DONE
+        return self._loop.create_task(self._shutdown())
+
+    async def _shutdown(self) -> None:
+        self._closed = True
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            await poller.close()
+        tasks = list(self._reconnects.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        conns = list(self._conns.values())
+        for conn in conns:
+            conn.close()
+        for conn in conns:
+            try:
+                async with asyncio.timeout(self.config.seconds("write_timeout") + 1.0):
+                    await conn.wait_closed()
+            except TimeoutError:
+                conn.abort()
+        if self._healthy_event is not None:
+            self._healthy_event.set()  # wake publishes waiting for a connection: they raise
+
+    @property
+    def is_started(self) -> bool:
+        return self._started
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    @property
+    def connections(self) -> list[Connection]:
+        return list(self._conns.values())
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "published": self.published,
+            "failed": self.failed,
+            "outstanding": self._outstanding,
+            "connections": [
+                {"address": c.address, "state": c.state.value, "pending": c.pending_requests}
+                for c in self._conns.values()
+            ],
+        }
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("connected" if self._started else "new")
+        return f"<Writer {state} conns={len(self._healthy)} outstanding={self._outstanding}>"
+
+
+def _forget(tasks: dict[Address, asyncio.Task[None]], addr: Address, _task: object) -> None:
+    tasks.pop(addr, None)
+
+
+async def create_writer(
+    host: str = "127.0.0.1",
+    port: int = 4150,
+    *,
+    nsqd_tcp_addresses: Iterable[object] | str | None = None,
+    **options: Any,
+) -> Writer:
+    """Connect a Writer, with asyncnsq's signature ``create_writer(host=..., port=...)``."""
+    options.pop("loop", None)
+    options.pop("queue", None)
+    options.pop("consumer", None)
+    options.pop("log_level", None)
+    if nsqd_tcp_addresses is not None:
+        writer = Writer(nsqd_tcp_addresses, **options)
+    else:
+        writer = Writer(host=host, port=port, **options)
+    await writer.connect()
+    return writer
