@@ -532,11 +532,16 @@ class Reader:
 
     # ------------------------------------------------------------------ closing
 
-    async def graceful_close(self, timeout: float | None = None) -> None:
+    async def graceful_close(
+        self, timeout: float | None = None, *, requeue_in_hand: bool | None = None
+    ) -> None:
         """Stop receiving and hand back everything unfinished; see the module docstring.
 
         ``timeout`` (seconds, default ``close_timeout``) bounds how long running handlers get to
-        finish what they hold. Idempotent and safe from any state.
+        finish what they hold. ``requeue_in_hand=True`` requeues messages already handed to the
+        application at once instead of waiting for them; by default that happens only when the
+        task closing the Reader is the one iterating it (it cannot be handling anything else).
+        Idempotent and safe from any state.
         """
         if self._state is ReaderState.CLOSED:
             return
@@ -549,6 +554,8 @@ class Reader:
             holder_is_closing = (
                 current is not None and current is self._consumer_task and self._runner is None
             )
+            if requeue_in_hand is not None:
+                holder_is_closing = requeue_in_hand
             wait = self.config.seconds("close_timeout") if timeout is None else timeout
             self._closing_task = asyncio.get_running_loop().create_task(
                 self._close_gracefully(wait, requeue_handed=holder_is_closing),

@@ -306,6 +306,18 @@ class Writer:
         elif self._idle_waiters and not self._outstanding:
             self._wake_idle()
 
+    async def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until a publish could be sent at once: connected, with a free pending slot."""
+        if not self._started:
+            await self.connect()
+        loop = self._loop
+        assert loop is not None
+        deadline = loop.time() + (self._publish_timeout if timeout is None else timeout)
+        if self._outstanding >= self._max_pending:
+            await self._wait_slot(deadline)
+        if self._pick() is None:
+            await self._wait_healthy(deadline)
+
     def _pick(self) -> Connection | None:
         healthy = self._healthy
         n = len(healthy)

@@ -1,1 +1,14 @@
-"""The blocking facade: SyncReader and SyncWriter over the asyncio core on a loop thread."""
+"""The blocking facade: SyncReader and SyncWriter over the asyncio core on a loop thread.
+
+One background thread (``nsqclient-loop``) per process runs the asyncio core; every sync object
+shares it. ``sync_obj.aio`` is the core object itself, and :func:`run_in_loop` runs a coroutine on
+that loop, so threads and coroutines can share connections and the in-flight tracker.
+"""
+
+from __future__ import annotations
+
+from .portal import get_loop, run_in_loop
+from .reader import SyncReader
+from .writer import SyncWriter
+
+__all__ = ["SyncReader", "SyncWriter", "get_loop", "run_in_loop"]
