@@ -31,6 +31,10 @@ failure. Exceptions that also describe a builtin category inherit from that buil
     │   │   └── TLSError                       TLS handshake or certificate verification failed
     │   ├── ConnectionClosedError (ConnectionError)
     │   └── NSQTimeoutError (TimeoutError)     dial, read, write or publish deadline passed
+    ├── HTTPError                              an nsqd/nsqlookupd HTTP call failed; ``status_code``
+    │   ├── HTTPConnectError (ConnectError)    no response: unreachable, or the connection broke
+    │   ├── HTTPTimeoutError (NSQTimeoutError)
+    │   └── HTTPProtocolError (ProtocolError)  a 2xx answer with an unexpected body
     ├── NoConnectionsError                     no healthy nsqd to publish to within the timeout
     └── ClosedError                            the object was closed; create a new one
 """
@@ -52,6 +56,10 @@ __all__ = [
     "ConnectionClosedError",
     "FinFailedError",
     "FrameTooLargeError",
+    "HTTPConnectError",
+    "HTTPError",
+    "HTTPProtocolError",
+    "HTTPTimeoutError",
     "IdentifyFailedError",
     "InvalidArgumentError",
     "InvalidBodyTypeError",
@@ -271,6 +279,77 @@ class ConnectionClosedError(TransportError, ConnectionError):
 
 class NSQTimeoutError(TransportError, TimeoutError):
     """A dial, read, write or publish deadline passed."""
+
+
+# What to do about each error code nsqd / nsqlookupd put in {"message": CODE}.
+_HTTP_HINTS: dict[str, str] = {
+    "MSG_TOO_BIG": "a message is above nsqd's --max-msg-size; raise that flag on nsqd, "
+    "or set max_msg_size here to nsqd's value so such bodies are refused locally",
+    "BODY_TOO_BIG": "the request body is above nsqd's --max-body-size; publish smaller batches, "
+    "or set max_body_size here to nsqd's value so they are refused locally",
+    "BAD_MESSAGE": "an /mpub item is empty or above nsqd's --max-msg-size; "
+    "set max_msg_size here to nsqd's value so such items are refused locally",
+    "BAD_BODY": "nsqd could not parse the /mpub body (message count); please report this bug",
+    "MSG_EMPTY": "nsqd refuses empty messages",
+    "INVALID_DEFER": "defer is above nsqd's --max-req-timeout; "
+    "lower defer_ms, or set max_defer_ms here to nsqd's value",
+    "TOPIC_NOT_FOUND": "the topic does not exist (create it first, or it was already deleted)",
+    "CHANNEL_NOT_FOUND": "the channel does not exist (create it first, or it was already deleted)",
+    "INVALID_OPTION": "not an nsqd option (use the flag name with '-' replaced by '_'); "
+    "only nsqlookupd_tcp_addresses and log_level can be changed at runtime",
+    "INVALID_VALUE": "nsqd refused the value (nsqlookupd_tcp_addresses takes a list of "
+    "'host:port', log_level a level name such as 'info')",
+    "NOT_FOUND": "no such endpoint: check the address points at the right daemon "
+    "(nsqd HTTP is 4151, nsqlookupd HTTP 4161) and that it runs NSQ 1.0 or later",
+    "METHOD_NOT_ALLOWED": "the server does not accept this method here; is it NSQ 1.0 or later?",
+    "EXITING": "nsqd is shutting down; publish to another nsqd",
+    "INTERNAL_ERROR": "the server failed internally; see its log",
+    "TLS_REQUIRED": "this nsqd requires TLS; use its https:// address (--https-address)",
+}
+
+
+class HTTPError(NSQError):
+    """An nsqd or nsqlookupd HTTP call failed.
+
+    ``status_code`` is the HTTP status (None when no response arrived), ``message`` the server's
+    error code (``"TOPIC_NOT_FOUND"``) or the transport failure, and ``url`` the request URL.
+    """
+
+    def __init__(
+        self, message: str, *, url: str, status_code: int | None = None, detail: str = ""
+    ) -> None:
+        self.status_code = status_code
+        self.message = message
+        self.url = url
+        hint = _HTTP_HINTS.get(message)
+        status = f"HTTP {status_code} " if status_code is not None else ""
+        extra = f" ({detail})" if detail else ""
+        text = f"{status}{message}{extra} from {url}" + (f": {hint}" if hint else "")
+        super().__init__(text)
+
+
+class HTTPConnectError(HTTPError, ConnectError):
+    """No response: the server could not be reached, or the connection broke mid-request.
+
+    In the second case the request may or may not have been applied (a publish may be duplicated
+    by a retry, which NSQ's at-least-once delivery allows anyway).
+    """
+
+    def __init__(self, message: str, *, url: str, address: str | None = None) -> None:
+        super().__init__(message, url=url)
+        self.address = address  # TransportError's field: the daemon's host:port
+
+
+class HTTPTimeoutError(HTTPError, NSQTimeoutError):
+    """The request did not complete within ``timeout`` seconds."""
+
+    def __init__(self, message: str, *, url: str, address: str | None = None) -> None:
+        super().__init__(message, url=url)
+        self.address = address
+
+
+class HTTPProtocolError(HTTPError, ProtocolError):
+    """The server answered 2xx with a body that is not what this endpoint returns."""
 
 
 class NoConnectionsError(NSQError):

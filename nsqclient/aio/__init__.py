@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..message import Message
 from .connection import Connection, ConnectionState
 from .delivery import MessageSink
+from .http import LookupdHTTPClient, LookupResult, Node, NsqdHTTPClient, Producer
 from .reader import Reader, ReaderState, create_reader
 from .tracker import MessageTracker
 from .writer import Writer, create_writer
@@ -16,9 +17,14 @@ from .writer import Writer, create_writer
 __all__ = [
     "Connection",
     "ConnectionState",
+    "LookupResult",
+    "LookupdHTTPClient",
     "Message",
     "MessageSink",
     "MessageTracker",
+    "Node",
+    "NsqdHTTPClient",
+    "Producer",
     "Reader",
     "ReaderState",
     "Writer",

@@ -114,6 +114,10 @@ class Reader:
         self._direct = False
         self._concurrency = 1
         self._workers: set[asyncio.Task[None]] = set()
+        self._auto_touch = False
+        self._auto_touch_max: float | None = None
+        self._handling: dict[Message, float] = {}
+        self._touch_handle: asyncio.TimerHandle | None = None
         self._consumer_task: asyncio.Task[Any] | None = None
         self._closing_task: asyncio.Task[None] | None = None
         self._closed_event = asyncio.Event()
@@ -157,6 +161,8 @@ class Reader:
         self._state = ReaderState.RUNNING
         if self._runner is not None and not self._direct:
             self._ensure_workers()
+        if self._auto_touch:
+            self._arm_touch()
         results = await asyncio.gather(
             *(self._connect(addr, direct=True) for addr in self._nsqd_addresses),
             return_exceptions=True,
@@ -448,12 +454,18 @@ class Reader:
         auto_fin: bool = True,
         direct: bool = False,
         concurrency: int | None = None,
+        auto_touch: bool = False,
+        auto_touch_max: float | None = None,
     ) -> None:
         """Run ``handler(msg)`` for every message: returning FINs it, raising REQs with backoff.
 
         Queue-backed by default (workers take messages from the queue; ``concurrency`` of them
         for coroutine handlers). ``direct=True`` calls a plain function on the read path itself,
         the fastest option for quick handlers.
+
+        ``auto_touch=True`` TOUCHes messages whose handler is still running every half
+        ``msg_timeout``, for at most ``auto_touch_max`` seconds (default: nsqd's
+        ``max_msg_timeout``), so slow handlers do not lose their messages to nsqd's timeout.
         """
         runner = HandlerRunner(handler, auto_fin=auto_fin)
         if direct and runner.is_async:
@@ -466,6 +478,7 @@ class Reader:
         self._runner = runner
         self._direct = direct
         self._concurrency = concurrency or 1
+        self.enable_auto_touch(auto_touch, auto_touch_max)
         for task in self._workers:
             task.cancel()
         self._workers.clear()
@@ -493,6 +506,9 @@ class Reader:
         queue = self._queue
         runner = self._runner
         assert runner is not None
+        if self._auto_touch:
+            await self._worker_touching(runner)
+            return
         run_sync = runner.run_sync
         is_async = runner.is_async
         done = 0
@@ -516,6 +532,72 @@ class Reader:
             if done >= _YIELD_EVERY:
                 done = 0
                 await asyncio.sleep(0)
+
+    async def _worker_touching(self, runner: HandlerRunner) -> None:
+        queue = self._queue
+        while True:
+            try:
+                msg = queue.get_nowait() or await queue.get()
+            except QueueClosed:
+                return
+            if msg._responded:
+                continue
+            self.begin_handling(msg)
+            try:
+                await runner.run(msg)
+            finally:
+                self.end_handling(msg)
+
+    # ------------------------------------------------------------------ auto-touch
+
+    def enable_auto_touch(self, enabled: bool = True, max_seconds: float | None = None) -> None:
+        """Keep messages being handled alive with TOUCH (see ``set_message_handler``)."""
+        self._auto_touch = enabled
+        self._auto_touch_max = max_seconds
+        if enabled and self._state is ReaderState.RUNNING:
+            self._arm_touch()
+
+    def begin_handling(self, msg: Message) -> None:
+        """Note that a handler started on ``msg`` (thread-safe; used by auto-touch)."""
+        if self._auto_touch:
+            self._handling[msg] = self._now() if self._loop is not None else 0.0
+
+    def end_handling(self, msg: Message) -> None:
+        self._handling.pop(msg, None)
+
+    def _touch_interval(self) -> float:
+        timeouts = [
+            c.identify_response.msg_timeout
+            for c in self._conns.values()
+            if c.identify_response is not None
+        ]
+        ms = min(timeouts) if timeouts else (self.config.ms("msg_timeout") or 60_000)
+        return max(0.05, ms / 2000.0)
+
+    def _touch_cap(self) -> float:
+        if self._auto_touch_max is not None:
+            return self._auto_touch_max
+        caps = [
+            c.identify_response.max_msg_timeout
+            for c in self._conns.values()
+            if c.identify_response is not None
+        ]
+        return (min(caps) if caps else 900_000) / 1000.0
+
+    def _arm_touch(self) -> None:
+        if self._touch_handle is None and self._loop is not None:
+            self._touch_handle = self._loop.call_later(self._touch_interval(), self._touch_tick)
+
+    def _touch_tick(self) -> None:
+        self._touch_handle = None
+        if self._state is not ReaderState.RUNNING or not self._auto_touch:
+            return
+        now = self._now()
+        cap = self._touch_cap()
+        for msg, started in list(self._handling.items()):
+            if not msg._responded and now - started < cap:
+                msg.touch()
+        self._arm_touch()
 
     def messages(self) -> AsyncIterator[Message]:
         """Iterate over messages as they arrive (``async for msg in reader.messages()``)."""
@@ -646,6 +728,9 @@ class Reader:
         if self._flow_handle is not None:
             self._flow_handle.cancel()
             self._flow_handle = None
+        if self._touch_handle is not None:
+            self._touch_handle.cancel()
+            self._touch_handle = None
         self._state = ReaderState.CLOSED
         self._closed_event.set()
 

@@ -7,8 +7,16 @@ that loop, so threads and coroutines can share connections and the in-flight tra
 
 from __future__ import annotations
 
+from ..aio.http import SyncLookupdHTTPClient, SyncNsqdHTTPClient
 from .portal import get_loop, run_in_loop
 from .reader import SyncReader
 from .writer import SyncWriter
 
-__all__ = ["SyncReader", "SyncWriter", "get_loop", "run_in_loop"]
+__all__ = [
+    "SyncLookupdHTTPClient",
+    "SyncNsqdHTTPClient",
+    "SyncReader",
+    "SyncWriter",
+    "get_loop",
+    "run_in_loop",
+]

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..config import Config
-from ..errors import ClosedError
+from ..errors import ClosedError, ConfigError
 from ..message import Message
 from ..protocol.identify import IdentifyOptions
 from ..protocol.names import validate_channel, validate_topic
@@ -229,12 +229,15 @@ class SyncReader:
         *,
         threads: int = 1,
         timeout: float | None = None,
+        auto_touch: bool = False,
+        auto_touch_max: float | None = None,
     ) -> None:
         """Call ``handler(msg)`` on ``threads`` worker threads until closed or interrupted.
 
         Returning FINs the message (``False`` REQs it, as in pynsq); raising REQs it with
         backoff. Blocks the calling thread; Ctrl-C closes gracefully and re-raises.
-        ``timeout`` (seconds) stops after that long, closing gracefully.
+        ``timeout`` (seconds) stops after that long, closing gracefully. ``auto_touch=True``
+        keeps messages alive with TOUCH while a handler runs (see ``Reader.set_message_handler``).
         """
         if not isinstance(threads, int) or threads < 1:
             raise ValueError("threads must be an int >= 1")
@@ -242,10 +245,17 @@ class SyncReader:
         if threads > 1 and self._split != threads:
             self._split = threads
             self._sink._split = threads
+        if auto_touch:
+            self._portal.call_soon(self._reader.enable_auto_touch, True, auto_touch_max)
         self.start()
         from ..aio.delivery import HandlerRunner
 
         runner = HandlerRunner(handler)
+        if runner.is_async:
+            raise ConfigError(
+                "SyncReader.run needs a plain function (it runs on worker threads); for a "
+                "coroutine handler use the asyncio Reader: reader.aio.set_message_handler(...)"
+            )
         self._workers = [
             threading.Thread(
                 target=self._work, args=(runner,), name=f"nsqclient-handler-{i}", daemon=True
@@ -267,6 +277,8 @@ class SyncReader:
     def _work(self, runner: Any) -> None:
         local: collections.deque[Message] = collections.deque()
         sink = self._sink
+        reader = self._reader
+        touching = reader._auto_touch
         try:
             while not self._stopping.is_set():
                 if not local:
@@ -277,7 +289,15 @@ class SyncReader:
                     except ClosedError:
                         return
                 msg = local.popleft()
-                if not msg.has_responded:
+                if msg.has_responded:
+                    continue
+                if touching:
+                    reader.begin_handling(msg)
+                    try:
+                        runner.run_sync(msg)
+                    finally:
+                        reader.end_handling(msg)
+                else:
                     runner.run_sync(msg)
         finally:
             for msg in local:  # stopping: hand back what this thread had not started

@@ -1,0 +1,188 @@
+"""The two transport shims: send a :class:`~._core.Call` with httpx, async or blocking.
+
+They own the httpx client (unless one is passed in), the base URL, the timeout, closing, and the
+mapping of httpx failures to typed errors. They know nothing of any endpoint.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, ClassVar, Self, TypeVar
+
+import httpx
+
+from ...config import default_user_agent
+from ...errors import ClosedError, ConfigError
+from ..addresses import parse_http_address
+from ._core import ACCEPT, Call
+from ._errors import error_from_transport
+
+__all__ = ["AsyncTransport", "SyncTransport", "Verify"]
+
+T = TypeVar("T")
+Verify = ssl.SSLContext | str | bool
+
+
+class _Base:
+    """Settings both flavours share; ``default_port`` is the daemon's HTTP port."""
+
+    default_port: ClassVar[int]
+
+    def __init__(
+        self,
+        address: str | tuple[str, int],
+        timeout: float,
+        verify: Verify,
+        client_given: bool,
+        headers: Mapping[str, str] | None,
+    ) -> None:
+        self.base_url = parse_http_address(address, self.default_port)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self.timeout = float(timeout)
+        if client_given and verify is not True:
+            raise ConfigError(
+                "verify applies to the client nsqclient creates; "
+                "configure TLS on the httpx client you pass instead"
+            )
+        self._closed = False
+        # Accept always wins: it selects the response format on pre-1.0 servers.
+        extra = {k: v for k, v in (headers or {}).items() if k.lower() != "accept"}
+        self._headers = {"User-Agent": default_user_agent(), **extra, "Accept": ACCEPT}
+
+    def _client_options(self, verify: Verify) -> dict[str, Any]:
+        # trust_env=False: like go-nsq, never send nsqd traffic through an HTTP(S)_PROXY.
+        return {"verify": _ssl_context(verify), "trust_env": False, "timeout": self.timeout}
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"this {type(self).__name__} was closed; create a new one")
+
+    def __repr__(self) -> str:
+        state = " closed" if self._closed else ""
+        return f"<{type(self).__name__} {self.base_url}{state}>"
+
+
+def _ssl_context(verify: Verify) -> ssl.SSLContext | bool:
+    if not isinstance(verify, str):
+        return verify
+    try:  # httpx 0.28 deprecates verify=<path>; build the context it would have built
+        return ssl.create_default_context(cafile=verify)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"cannot load CA file verify={verify!r}: {exc}") from exc
+
+
+class AsyncTransport(_Base):
+    """Sends calls on an ``httpx.AsyncClient``. Closes the client only if it created it."""
+
+    def __init__(
+        self,
+        address: str | tuple[str, int],
+        *,
+        timeout: float,
+        verify: Verify,
+        client: httpx.AsyncClient | None,
+        headers: Mapping[str, str] | None,
+    ) -> None:
+        super().__init__(address, timeout, verify, client is not None, headers)
+        self._owns_client = client is None
+        self._client = (
+            client if client is not None else httpx.AsyncClient(**self._client_options(verify))
+        )
+
+    async def _send(self, call: Call[T]) -> T:
+        self._check_open()
+        url = self.base_url + call.path
+        try:
+            response = await self._client.request(
+                call.method,
+                url,
+                params=call.params,
+                content=call.content,
+                headers=self._headers,
+                timeout=self.timeout,
+            )
+        except httpx.TransportError as exc:
+            raise error_from_transport(exc, url) from exc
+        return call.result(
+            response.status_code, response.headers, response.content, str(response.url)
+        )
+
+    async def aclose(self) -> None:
+        """Close the connection pool (if this object created it). Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        self._check_open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class SyncTransport(_Base):
+    """Sends calls on an ``httpx.Client``: blocking, no event loop or thread involved."""
+
+    def __init__(
+        self,
+        address: str | tuple[str, int],
+        *,
+        timeout: float,
+        verify: Verify,
+        client: httpx.Client | None,
+        headers: Mapping[str, str] | None,
+    ) -> None:
+        super().__init__(address, timeout, verify, client is not None, headers)
+        self._owns_client = client is None
+        self._client = (
+            client if client is not None else httpx.Client(**self._client_options(verify))
+        )
+
+    def _send(self, call: Call[T]) -> T:
+        self._check_open()
+        url = self.base_url + call.path
+        try:
+            response = self._client.request(
+                call.method,
+                url,
+                params=call.params,
+                content=call.content,
+                headers=self._headers,
+                timeout=self.timeout,
+            )
+        except httpx.TransportError as exc:
+            raise error_from_transport(exc, url) from exc
+        return call.result(
+            response.status_code, response.headers, response.content, str(response.url)
+        )
+
+    def close(self) -> None:
+        """Close the connection pool (if this object created it). Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> Self:
+        self._check_open()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
