@@ -1,0 +1,470 @@
+"""RDY management and the consumer backoff state machine: who may receive how many messages.
+
+One :class:`RdyController` per Reader decides, from events and the time the caller passes in, which
+``RDY n`` commands to send; it never sends, sleeps or reads a clock. The caller:
+
+* reports connections coming and going (:meth:`~RdyController.add_connection`,
+  :meth:`~RdyController.remove_connection`), batches of messages arriving
+  (:meth:`~RdyController.messages_received`) and each message's result
+  (:meth:`~RdyController.message_result`);
+* sends every returned :class:`RdyChange`, **in order**, to its connection;
+* keeps one timer armed at :meth:`~RdyController.next_deadline` and calls
+  :meth:`~RdyController.tick` when it fires (re-reading ``next_deadline`` after every call).
+
+Invariants, after every call and after every prefix of the changes it returned: the sum of RDY over
+connections is at most ``max_in_flight`` (at most ``min(1, max_in_flight)`` while in backoff), and
+no connection's RDY exceeds its ``max_rdy_count``. Decreases are always listed before increases.
+
+The policy is go-nsq v1.1's (``per_conn = max_in_flight // num_conns``, at least 1; redistribution
+of RDY 1 when there are more connections than ``max_in_flight``; the backoff levels and windows),
+with the changes below. Durations are seconds; ``now`` is monotonic.
+
+Where this differs from go-nsq v1.1, and why:
+
+* Joins and leaves rebalance at once: existing connections above the new share are lowered before
+  the newcomer is raised, and a leaver's RDY is handed to the others immediately (go-nsq waits for
+  the next redistribution tick or a 5 s retry timer; the single deadline replaces those timers).
+* Redistribution hands RDY 1 to the connections that have waited longest without RDY (random among
+  equals) instead of uniformly at random, so no connection can starve: with k = max_in_flight and
+  idle connections, every connection gets a turn within ceil(n / k) intervals. The backoff "test"
+  connection is chosen the same way.
+* A NEUTRAL result (REQ without backoff) is a true no-op. go-nsq re-arms a backoff window at the
+  same level for it, which stalls consumers that requeue without backoff as part of normal flow.
+* The level cap uses the strategy's upper bound, not a random draw, so full_jitter caps at the same
+  level as exponential; the level also never exceeds MAX_BACKOFF_LEVEL (only reachable with a
+  multiplier of zero or under a millisecond). max_backoff_duration == 0 disables backoff even
+  when the multiplier is zero.
+* While paused (max_in_flight 0) in backoff, the expired window does not re-arm every second; the
+  test RDY 1 is handed out when max_in_flight is raised again.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+from .backoff import BackoffStrategy, ExponentialBackoff, FullJitterBackoff, Outcome
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+__all__ = ["MAX_BACKOFF_LEVEL", "RdyChange", "RdyController", "per_connection_share"]
+
+
+MAX_BACKOFF_LEVEL = 32
+_RETRY_DELAY = 1.0  # go-nsq: no connection could take the test RDY 1, try again after 1 s
+_FAILURE = Outcome.FAILURE
+_SUCCESS = Outcome.SUCCESS
+
+
+@dataclass(frozen=True, slots=True)
+class RdyChange:
+    """Send ``RDY count`` on connection ``conn`` (the caller's own key)."""
+
+    conn: Hashable
+    count: int
+
+
+_NO_CHANGES: tuple[RdyChange, ...] = ()
+
+
+def per_connection_share(max_in_flight: int, num_conns: int) -> int:
+    """go-nsq's ``int(min(max(1, max_in_flight / num_conns), max_in_flight))``, in integers."""
+    if max_in_flight <= 0 or num_conns <= 0:
+        return max(max_in_flight, 0)
+    return max(1, max_in_flight // num_conns)
+
+
+class _Conn:
+    __slots__ = ("key", "last_msg", "max_rdy", "rdy", "rdy_set_at", "waiting_since")
+
+    def __init__(self, key: Hashable, max_rdy: int, now: float) -> None:
+        self.key = key
+        self.max_rdy = max_rdy
+        self.rdy = 0
+        self.rdy_set_at = now  # when rdy last changed
+        self.waiting_since = now  # when rdy last became 0 (or the connection joined)
+        self.last_msg = -math.inf  # never received a message: idle from the start, as go-nsq
+
+
+def _check_seconds(name: str, value: float, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{name} must be a number of seconds, got {value!r}")
+    ok = value > 0 if positive else value >= 0
+    if not ok or value == math.inf:
+        bound = "> 0" if positive else ">= 0"
+        raise ConfigError(f"{name} must be finite and {bound}, got {value!r}")
+    return float(value)
+
+
+def _check_count(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{name} must be an int >= 0, got {value!r}")
+    return value
+
+
+class RdyController:
+    """The RDY budget and backoff state of one Reader; see the module docstring for the contract.
+
+    Every method taking ``now`` returns a tuple of :class:`RdyChange` (often the shared empty
+    tuple), to be sent in order. ``message_result(Outcome.SUCCESS, now)`` outside backoff is O(1)
+    and allocates nothing. After :meth:`close` the controller only tracks membership.
+    """
+
+    __slots__ = (
+        "_backoff",
+        "_backoff_at",
+        "_closed",
+        "_conns",
+        "_idle_timeout",
+        "_level",
+        "_low_rdy_timeout",
+        "_max_backoff",
+        "_max_in_flight",
+        "_redistribute_at",
+        "_redistribute_interval",
+        "_rng",
+        "_total",
+    )
+
+    def __init__(
+        self,
+        max_in_flight: int,
+        *,
+        backoff: BackoffStrategy,
+        max_backoff_duration: float,
+        low_rdy_idle_timeout: float,
+        low_rdy_timeout: float,
+        redistribute_interval: float,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not isinstance(backoff, BackoffStrategy):
+            raise ConfigError(f"backoff must be a BackoffStrategy, got {backoff!r}")
+        self._max_in_flight = _check_count("max_in_flight", max_in_flight)
+        self._backoff = backoff
+        self._max_backoff = _check_seconds("max_backoff_duration", max_backoff_duration)
+        self._idle_timeout = _check_seconds("low_rdy_idle_timeout", low_rdy_idle_timeout)
+        self._low_rdy_timeout = _check_seconds("low_rdy_timeout", low_rdy_timeout)
+        self._redistribute_interval = _check_seconds(
+            "redistribute_interval", redistribute_interval, positive=True
+        )
+        self._rng = rng if rng is not None else random.Random()
+        self._conns: dict[Hashable, _Conn] = {}
+        self._total = 0
+        self._level = 0
+        self._backoff_at: float | None = None  # set <=> a backoff window (timeout) is active
+        self._redistribute_at: float | None = None
+        self._closed = False
+
+    @classmethod
+    def from_config(cls, config: Config, rng: random.Random | None = None) -> RdyController:
+        """Build from a :class:`~nsqclient.config.Config` (its milliseconds become seconds here)."""
+        rng = rng if rng is not None else random.Random()
+        multiplier = config.seconds("backoff_multiplier")
+        strategy: BackoffStrategy
+        if config.backoff_strategy == "full_jitter":
+            strategy = FullJitterBackoff(multiplier, rng=rng)
+        else:
+            strategy = ExponentialBackoff(multiplier)
+        return cls(
+            config.max_in_flight,
+            backoff=strategy,
+            max_backoff_duration=config.seconds("max_backoff_duration"),
+            low_rdy_idle_timeout=config.seconds("low_rdy_idle_timeout"),
+            low_rdy_timeout=config.seconds("low_rdy_timeout"),
+            redistribute_interval=config.seconds("rdy_redistribute_interval"),
+            rng=rng,
+        )
+
+    # -- read-only state --
+
+    def rdy(self, conn: Hashable) -> int:
+        """The RDY count last decided for ``conn`` (KeyError if unknown)."""
+        return self._conns[conn].rdy
+
+    @property
+    def total_rdy(self) -> int:
+        return self._total
+
+    @property
+    def max_in_flight(self) -> int:
+        return self._max_in_flight
+
+    @property
+    def backoff_level(self) -> int:
+        return self._level
+
+    @property
+    def in_backoff(self) -> bool:
+        return self._level > 0
+
+    @property
+    def backoff_timeout_active(self) -> bool:
+        """True during a backoff window: every RDY is 0 and results are ignored."""
+        return self._backoff_at is not None
+
+    @property
+    def connections(self) -> list[Hashable]:
+        return list(self._conns)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`tick` should next be called (absolute, seconds), or None for never."""
+        b, r = self._backoff_at, self._redistribute_at
+        if b is None:
+            return r
+        if r is None:
+            return b
+        return b if b < r else r
+
+    # -- events --
+
+    def add_connection(
+        self, conn: Hashable, max_rdy_count: int, now: float
+    ) -> tuple[RdyChange, ...]:
+        """A connection finished SUB; ``max_rdy_count`` is from its IDENTIFY reply."""
+        if conn in self._conns:
+            raise ValueError(f"connection {conn!r} is already registered")
+        _check_count("max_rdy_count", max_rdy_count)
+        self._conns[conn] = _Conn(conn, max_rdy_count, now)
+        if self._closed:
+            return _NO_CHANGES
+        out: list[RdyChange] = []
+        if self._level == 0:
+            self._rebalance(now, out)
+        else:
+            self._ensure_test_holder(now, out)
+        self._sync_redistribution(now)
+        return tuple(out)
+
+    def remove_connection(self, conn: Hashable, now: float) -> tuple[RdyChange, ...]:
+        """A connection is gone; its RDY returns to the pool. Unknown connections are ignored.
+
+        No change is ever returned for ``conn`` itself.
+        """
+        c = self._conns.pop(conn, None)
+        if c is None:
+            return _NO_CHANGES
+        self._total -= c.rdy
+        if self._closed:
+            return _NO_CHANGES
+        out: list[RdyChange] = []
+        if self._level == 0:
+            self._rebalance(now, out)
+        else:
+            self._ensure_test_holder(now, out)
+        self._sync_redistribution(now)
+        return tuple(out)
+
+    def messages_received(self, conn: Hashable, count: int, now: float) -> None:
+        """A batch of ``count`` messages arrived on ``conn`` (call once per batch, not per message).
+
+        Only the time matters to the policy (idle detection); unknown connections are ignored.
+        """
+        c = self._conns.get(conn)
+        if c is not None:
+            c.last_msg = now
+
+    def message_result(self, outcome: Outcome, now: float) -> tuple[RdyChange, ...]:
+        """One message was answered: SUCCESS (FIN), FAILURE (REQ with backoff), NEUTRAL (REQ)."""
+        if self._level or outcome is _FAILURE:
+            return self._signal(outcome, now)
+        return _NO_CHANGES
+
+    def set_max_in_flight(self, n: int, now: float) -> tuple[RdyChange, ...]:
+        """Change the budget; ``0`` pauses (RDY 0 everywhere), raising it again resumes.
+
+        In backoff the new budget waits for backoff to end, except that ``0`` also withdraws the
+        test RDY 1 and raising from ``0`` hands it out again.
+        """
+        self._max_in_flight = _check_count("max_in_flight", n)
+        if self._closed:
+            return _NO_CHANGES
+        out: list[RdyChange] = []
+        if self._level == 0:
+            self._rebalance(now, out)
+        elif n == 0:
+            self._zero_all(now, out)
+        else:
+            self._ensure_test_holder(now, out)
+        self._sync_redistribution(now)
+        return tuple(out)
+
+    def tick(self, now: float) -> tuple[RdyChange, ...]:
+        """Fire whatever is due at ``now``: the end of a backoff window, a redistribution round."""
+        if self._closed:
+            return _NO_CHANGES
+        out: list[RdyChange] = []
+        if self._backoff_at is not None and now >= self._backoff_at:
+            self._backoff_at = None
+            self._ensure_test_holder(now, out)
+        self._sync_redistribution(now)
+        if self._redistribute_at is not None and now >= self._redistribute_at:
+            self._redistribute(now, out)
+            self._redistribute_at = now + self._redistribute_interval
+        return tuple(out) if out else _NO_CHANGES
+
+    def close(self) -> tuple[RdyChange, ...]:
+        """RDY 0 to every connection holding RDY, then stop deciding (graceful close)."""
+        out: list[RdyChange] = []
+        if not self._closed:
+            self._zero_all(0.0, out)
+            self._closed = True
+            self._backoff_at = None
+            self._redistribute_at = None
+        return tuple(out)
+
+    # -- backoff --
+
+    def _signal(self, outcome: Outcome, now: float) -> tuple[RdyChange, ...]:
+        if self._closed or self._backoff_at is not None or self._max_backoff <= 0:
+            return _NO_CHANGES  # one result per backoff window; backoff disabled
+        level = self._level
+        if outcome is _SUCCESS:
+            if level == 0:
+                return _NO_CHANGES
+            level -= 1
+        elif outcome is _FAILURE:
+            nxt = level + 1
+            if nxt <= MAX_BACKOFF_LEVEL and self._backoff.upper_bound(nxt) <= self._max_backoff:
+                level = nxt
+            elif level == 0:
+                return _NO_CHANGES  # even level 1 would be longer than allowed: never back off
+        else:
+            return _NO_CHANGES  # NEUTRAL
+        self._level = level
+        out: list[RdyChange] = []
+        if level == 0:
+            self._rebalance(now, out)  # leave backoff: everyone back to its share
+        else:
+            duration = self._backoff.duration(level)
+            if not duration >= 0.0:  # negative or NaN from a custom strategy
+                duration = 0.0
+            self._zero_all(now, out)
+            self._backoff_at = now + min(duration, self._max_backoff)
+        self._sync_redistribution(now)
+        return tuple(out)
+
+    def _ensure_test_holder(self, now: float, out: list[RdyChange]) -> None:
+        """In backoff outside a window, make sure one connection holds the test RDY 1."""
+        if self._backoff_at is not None or self._total > 0 or self._max_in_flight == 0:
+            return
+        eligible = [c for c in self._conns.values() if c.max_rdy > 0]
+        if not eligible:
+            self._backoff_at = now + _RETRY_DELAY  # keep a deadline so backoff can always end
+            return
+        self._set(self._longest_waiting(eligible, now, ())[0], 1, now, out)
+
+    # -- distribution --
+
+    def _rebalance(self, now: float, out: list[RdyChange]) -> None:
+        """Outside backoff: every connection to its share, within the budget."""
+        conns = list(self._conns.values())
+        if not conns:
+            return
+        mif = self._max_in_flight
+        share = per_connection_share(mif, len(conns))
+        targets: dict[_Conn, int] = {}
+        if share * len(conns) <= mif:
+            for c in conns:
+                targets[c] = min(share, c.max_rdy)
+        else:  # fewer slots than connections: share is 1; holders keep theirs, the rest queue
+            holders = [c for c in conns if c.rdy > 0]
+            if len(holders) > mif:  # the budget shrank: the most recently served keep their slot
+                holders = self._ordered(holders, lambda c: -c.rdy_set_at)[:mif]
+            for c in conns:
+                targets[c] = 0
+            for c in holders:
+                targets[c] = 1
+            free = mif - len(holders)
+            if free > 0:
+                waiting = [c for c in conns if targets[c] == 0 and c.max_rdy > 0]
+                for c in self._longest_waiting(waiting, now, ())[:free]:
+                    targets[c] = 1
+        self._apply(targets, now, out)
+
+    def _redistribute(self, now: float, out: list[RdyChange]) -> None:
+        """Take RDY from idle or long-served connections; give RDY 1 to those waiting longest."""
+        budget = self._max_in_flight if self._level == 0 else min(1, self._max_in_flight)
+        targets: dict[_Conn, int] = {}
+        used = 0
+        zeroed: list[_Conn] = []
+        for c in self._conns.values():
+            if c.rdy > 0:
+                if (now - c.last_msg > self._idle_timeout
+                        or now - c.rdy_set_at > self._low_rdy_timeout):
+                    targets[c] = 0
+                    zeroed.append(c)
+                else:
+                    used += c.rdy
+        available = budget - used
+        if available > 0:
+            waiting = [c for c in self._conns.values()
+                       if c.max_rdy > 0 and (c.rdy == 0 or targets.get(c) == 0)]
+            for c in self._longest_waiting(waiting, now, zeroed)[:available]:
+                targets[c] = 1
+        self._apply(targets, now, out)
+
+    def _longest_waiting(
+        self, conns: list[_Conn], now: float, zeroed: list[_Conn] | tuple[()]
+    ) -> list[_Conn]:
+        """``conns`` ordered by how long they have gone without RDY; ``zeroed`` count as now."""
+        if not zeroed:
+            return self._ordered(conns, lambda c: c.waiting_since)
+        just = set(zeroed)
+        return self._ordered(conns, lambda c: now if c in just else c.waiting_since)
+
+    def _ordered(self, conns: list[_Conn], key: Callable[[_Conn], float]) -> list[_Conn]:
+        rnd = self._rng.random
+        return sorted(conns, key=lambda c: (key(c), rnd()))
+
+    def _sync_redistribution(self, now: float) -> None:
+        n = len(self._conns)
+        mif = self._max_in_flight
+        needed = (
+            self._backoff_at is None
+            and mif > 0
+            and (n > mif if self._level == 0 else n > 1)
+        )
+        if not needed:
+            self._redistribute_at = None
+        elif self._redistribute_at is None:
+            self._redistribute_at = now + self._redistribute_interval
+
+    # -- applying decisions --
+
+    def _apply(self, targets: dict[_Conn, int], now: float, out: list[RdyChange]) -> None:
+        for c, n in targets.items():  # decreases first, so no prefix exceeds the budget
+            if n < c.rdy:
+                self._set(c, n, now, out)
+        for c, n in targets.items():
+            if n > c.rdy:
+                self._set(c, n, now, out)
+
+    def _zero_all(self, now: float, out: list[RdyChange]) -> None:
+        for c in self._conns.values():
+            if c.rdy > 0:
+                self._set(c, 0, now, out)
+
+    def _set(self, c: _Conn, n: int, now: float, out: list[RdyChange]) -> None:
+        self._total += n - c.rdy
+        if n == 0:
+            c.waiting_since = now
+        c.rdy = n
+        c.rdy_set_at = now
+        out.append(RdyChange(c.key, n))
+
+    def __repr__(self) -> str:
+        return (
+            f"<RdyController max_in_flight={self._max_in_flight} conns={len(self._conns)} "
+            f"total_rdy={self._total} backoff_level={self._level}"
+            f"{' (window)' if self._backoff_at is not None else ''}"
+            f"{' closed' if self._closed else ''}>"
+        )
