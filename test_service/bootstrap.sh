@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Make this checkout ready for tests and demos: a Python >= 3.11 virtualenv in .venv with the
+# package installed editable (with the dev extras), and the NSQ binaries in test_service/.bin.
+#
+# Safe to rerun: pip runs only when pyproject.toml changed since the last install (a stamp in
+# .venv records its hash), and build_nsq.sh exits at once when the binaries are current.
+# PYTHON=/path/to/python3.x picks the interpreter used to create the virtualenv.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.venv"
+stamp="$venv/.nsqclient-bootstrap"
+
+die() {
+    echo "bootstrap.sh: ERROR: $*" >&2
+    exit 1
+}
+
+python_ok() { # python_ok EXE -> succeeds if EXE runs and is Python >= 3.11
+    "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' >/dev/null 2>&1
+}
+
+if [[ ! -x "$venv/bin/python" ]] || ! python_ok "$venv/bin/python"; then
+    python=""
+    for candidate in "${PYTHON:-}" python3.13 python3.12 python3.11 python3; do
+        [[ -n "$candidate" ]] || continue
+        if command -v "$candidate" >/dev/null 2>&1 && python_ok "$candidate"; then
+            python="$(command -v "$candidate")"
+            break
+        fi
+    done
+    [[ -n "$python" ]] || die "nsqclient needs Python >= 3.11 and none was found
+(tried \$PYTHON, python3.13, python3.12, python3.11, python3). Install one, or set PYTHON=/path/to/python3.11."
+    if [[ -e "$venv" ]]; then
+        echo "bootstrap.sh: $venv is unusable (missing or older than Python 3.11); recreating it" >&2
+        rm -rf "$venv"
+    fi
+    echo "bootstrap.sh: creating $venv with $("$python" --version)" >&2
+    "$python" -m venv "$venv" || die "could not create a virtualenv with $python (on Debian: apt-get install python3-venv)"
+fi
+
+want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1) $("$venv/bin/python" -c 'import sys; print(sys.version.split()[0])')"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    echo "bootstrap.sh: Python packages are up to date" >&2
+else
+    echo "bootstrap.sh: installing nsqclient (editable) with its dev extras ..." >&2
+    (cd "$root" && "$venv/bin/python" -m pip install --disable-pip-version-check -q -e '.[dev]') ||
+        die "pip install -e '.[dev]' failed"
+    echo "$want" >"$stamp"
+fi
+
+bash "$root/test_service/build_nsq.sh" >/dev/null
+echo "bootstrap.sh: ready ($venv, NSQ binaries via test_service/build_nsq.sh)" >&2
