@@ -8,15 +8,16 @@ encoder builds its result with one join, so a body is copied once.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Final
 
-from ..errors import InvalidArgumentError, MessageTooLargeError
+from ..errors import InvalidArgumentError, InvalidBodyTypeError, MessageTooLargeError
 from .names import body_size, check_body, validate_channel, validate_topic
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",
     "DEFAULT_MAX_MSG_SIZE",
+    "DEFAULT_MAX_RDY_COUNT",
     "DEFAULT_MAX_REQ_TIMEOUT_MS",
     "MAGIC_V2",
     "auth",
@@ -37,6 +38,7 @@ MAGIC_V2: Final = b"  V2"
 DEFAULT_MAX_MSG_SIZE: Final = 1_048_576
 DEFAULT_MAX_BODY_SIZE: Final = 5_242_880
 DEFAULT_MAX_REQ_TIMEOUT_MS: Final = 3_600_000
+DEFAULT_MAX_RDY_COUNT: Final = 2_500
 
 _U32 = struct.Struct(">I")
 _pack_u32 = _U32.pack
@@ -91,6 +93,10 @@ def mpub(
     """Publish several messages atomically: nsqd queues all of them or none."""
     if isinstance(bodies, str | bytes | bytearray | memoryview):
         raise InvalidArgumentError("mpub takes a sequence of bodies, not a single body")
+    if isinstance(bodies, Mapping) or not isinstance(bodies, Iterable):
+        raise InvalidBodyTypeError(
+            f"mpub takes an iterable of message bodies, got {type(bodies).__name__}"
+        )
     topic_b = validate_topic(topic)
     parts: list[bytes | bytearray | memoryview] = []
     append = parts.append
@@ -112,9 +118,17 @@ def mpub(
     return b"".join((b"MPUB ", topic_b, b"\n", _pack_u32(total), _pack_u32(count), *parts))
 
 
-def rdy(count: int) -> bytes:
+def rdy(count: int, *, max_rdy_count: int | None = DEFAULT_MAX_RDY_COUNT) -> bytes:
+    """``RDY count``; nsqd closes the connection for a count above its max_rdy_count.
+
+    Pass the ``max_rdy_count`` from the IDENTIFY reply (None skips the upper check).
+    """
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise InvalidArgumentError(f"RDY count must be a non-negative int, got {count!r}")
+    if max_rdy_count is not None and count > max_rdy_count:
+        raise InvalidArgumentError(
+            f"RDY count {count} is above nsqd's max_rdy_count={max_rdy_count} (--max-rdy-count)"
+        )
     return b"RDY %d\n" % count
 
 
@@ -142,7 +156,10 @@ def nop() -> bytes:
 
 def _check_id(msg_id: object) -> bytes:
     if isinstance(msg_id, str):
-        msg_id = msg_id.encode("ascii", "replace")
+        try:
+            msg_id = msg_id.encode("ascii")
+        except UnicodeEncodeError:
+            raise InvalidArgumentError(f"message id must be ASCII, got {msg_id!r}") from None
     if not isinstance(msg_id, bytes) or len(msg_id) != 16:
         raise InvalidArgumentError(f"message id must be 16 bytes, got {msg_id!r}")
     return msg_id

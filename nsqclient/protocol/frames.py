@@ -150,8 +150,9 @@ class FrameDecoder:
     def feed(self, data: bytes | bytearray | memoryview) -> list[Event]:
         """Add a chunk; return every event it completes, in order."""
         if self._chunks:
-            self._chunks.append(bytes(data))
-            self._have += len(data)
+            chunk = bytes(data)  # len() of a memoryview counts items, not bytes
+            self._chunks.append(chunk)
+            self._have += len(chunk)
             if self._have < self._need:
                 return []
             data = b"".join(self._chunks)
@@ -174,8 +175,9 @@ class FrameDecoder:
         stream and must not be parsed as plaintext frames.
         """
         if data:
-            self._chunks.append(bytes(data))
-            self._have += len(data)
+            chunk = bytes(data)
+            self._chunks.append(chunk)
+            self._have += len(chunk)
         if self._have < max(self._need, 8):
             return None
         buf = b"".join(self._chunks)

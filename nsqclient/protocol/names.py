@@ -29,8 +29,8 @@ __all__ = [
 MAX_NAME_LENGTH = 64
 _NAME = re.compile(rb"[.a-zA-Z0-9_-]+(?:#ephemeral)?")
 _CACHE_LIMIT = 4096
-_topics: dict[object, bytes] = {}
-_channels: dict[object, bytes] = {}
+_topics: dict[str | bytes, bytes] = {}
+_channels: dict[str | bytes, bytes] = {}
 
 Body = bytes | bytearray | memoryview | str
 
@@ -48,6 +48,9 @@ def _encode(name: object) -> bytes | None:
             return None
     if isinstance(name, bytes):
         return name
+    # Other bytes-likes are judged by their bytes, as a cache hit on an equal bytes name would.
+    if isinstance(name, bytearray | memoryview):
+        return bytes(name)
     return None
 
 
@@ -55,14 +58,15 @@ def validate_topic(topic: str | bytes) -> bytes:
     """Return the topic as wire bytes, or raise :class:`InvalidTopicError` saying why."""
     try:
         return _topics[topic]
-    except (KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):  # ValueError: hashing a writable memoryview
         pass
     encoded = _encode(topic)
     if encoded is None or not is_valid_name(encoded):
         raise InvalidTopicError(_explain("topic", topic))
-    if len(_topics) >= _CACHE_LIMIT:
-        _topics.clear()
-    _topics[topic] = encoded
+    if type(topic) is str or type(topic) is bytes:  # never keep a caller's mutable buffer
+        if len(_topics) >= _CACHE_LIMIT:
+            _topics.clear()
+        _topics[topic] = encoded
     return encoded
 
 
@@ -70,19 +74,20 @@ def validate_channel(channel: str | bytes) -> bytes:
     """Return the channel as wire bytes, or raise :class:`InvalidChannelError` saying why."""
     try:
         return _channels[channel]
-    except (KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):  # ValueError: hashing a writable memoryview
         pass
     encoded = _encode(channel)
     if encoded is None or not is_valid_name(encoded):
         raise InvalidChannelError(_explain("channel", channel))
-    if len(_channels) >= _CACHE_LIMIT:
-        _channels.clear()
-    _channels[channel] = encoded
+    if type(channel) is str or type(channel) is bytes:  # never keep a caller's mutable buffer
+        if len(_channels) >= _CACHE_LIMIT:
+            _channels.clear()
+        _channels[channel] = encoded
     return encoded
 
 
 def _explain(kind: str, name: object) -> str:
-    if not isinstance(name, str | bytes):
+    if not isinstance(name, str | bytes | bytearray | memoryview):
         return f"{kind} name must be str or bytes, got {type(name).__name__}"
     size = len(name)
     if size == 0:
