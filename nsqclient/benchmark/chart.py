@@ -1,0 +1,70 @@
+"""A PNG chart of a run (needs the ``plot`` extra: ``pip install nsqclient[plot]``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .results import ScenarioResult
+
+__all__ = ["matplotlib_available", "write_chart"]
+
+
+def matplotlib_available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def write_chart(path: str | Path, results: Sequence[ScenarioResult], title: str) -> None:
+    """Throughput per scenario (bars, log scale) and p50/p95/p99 where measured."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r.scenario for r in results]
+    rates = [r.msg_per_s for r in results]
+    colors = ["tab:blue" if r.ok else "tab:red" for r in results]
+    with_latency = [r for r in results if r.p50_ms is not None]
+    fig: Any
+    fig, axes = plt.subplots(
+        1, 2, figsize=(14, max(4.0, 0.4 * len(results) + 1.5)), width_ratios=[3, 2]
+    )
+    ax = axes[0]
+    ax.barh(names, rates, color=colors)
+    ax.set_xscale("log")
+    ax.invert_yaxis()
+    ax.set_xlabel("messages / s (log scale; red = errors)")
+    for y, rate in enumerate(rates):
+        ax.text(rate, y, f" {rate:,.0f}", va="center", fontsize=8)
+    ax2 = axes[1]
+    if with_latency:
+        labels = [r.scenario for r in with_latency]
+        ys = range(len(with_latency))
+        for offset, (attr, color) in enumerate(
+            (("p50_ms", "tab:green"), ("p95_ms", "tab:orange"), ("p99_ms", "tab:red"))
+        ):
+            ax2.barh(
+                [y + (offset - 1) * 0.27 for y in ys],
+                [getattr(r, attr) or 0 for r in with_latency],
+                height=0.27,
+                color=color,
+                label=attr.removesuffix("_ms"),
+            )
+        ax2.set_yticks(list(ys), labels)
+        ax2.invert_yaxis()
+        ax2.set_xscale("log")
+        ax2.set_xlabel("latency, ms (log scale)")
+        ax2.legend(loc="lower right")
+    else:
+        ax2.set_axis_off()
+    fig.suptitle(title)
+    fig.tight_layout()
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(target, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,1 @@
+"""Benchmark drivers: one standalone script per client, speaking the protocol in _common."""

@@ -1,0 +1,229 @@
+"""The command line of ``nsqclient-benchmark [run]``: profiles, overrides, cluster addresses
+(flags, then ``$NSQD_TCP_ADDRESSES``-style variables, then a ``cluster.env`` file) and outputs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .profiles import PROFILES, resolve_profile
+from .progress import Progress
+from .results import dump_json, exit_code, json_report, markdown_table, write_text
+from .runner import Settings, kind_of, run_benchmark, scenario_names
+
+__all__ = ["build_parser", "main", "read_env_file", "resolve_addresses", "settings_from_args"]
+
+DEFAULT_CLUSTER_ENV = Path("test_service/.run/cluster.env")
+ENV_NSQD_TCP = "NSQD_TCP_ADDRESSES"
+ENV_NSQD_HTTP = "NSQD_HTTP_ADDRESSES"
+ENV_LOOKUPD_HTTP = "NSQLOOKUPD_HTTP_ADDRESSES"
+
+
+# --------------------------------------------------------------------------- addresses
+
+
+def _split(value: str | None) -> list[str]:
+    if not value:
+        return []
+    return [part.strip() for part in value.replace(" ", ",").split(",") if part.strip()]
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """KEY=VALUE lines (``cluster.env`` as written by test_service/start.sh)."""
+    values: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        values[key.strip()] = value.strip().strip('"').strip("'")
+    return values
+
+
+def resolve_addresses(
+    args: argparse.Namespace, environ: dict[str, str] | None = None
+) -> tuple[list[str], list[str], list[str]]:
+    """Flags first; then a ``--cluster-env`` file given explicitly; then the environment; then
+    ``test_service/.run/cluster.env`` when it exists."""
+    env = dict(os.environ if environ is None else environ)
+    sources: list[dict[str, str]] = []
+    if args.cluster_env is not None:
+        sources += [read_env_file(Path(args.cluster_env)), env]
+    else:
+        sources.append(env)
+        if DEFAULT_CLUSTER_ENV.is_file():
+            sources.append(read_env_file(DEFAULT_CLUSTER_ENV))
+
+    def pick(flag: list[str] | None, key: str) -> list[str]:
+        if flag:
+            return [a for item in flag for a in _split(item)]
+        for source in sources:
+            found = _split(source.get(key))
+            if found:
+                return found
+        return []
+
+    return (
+        pick(args.nsqd_tcp, ENV_NSQD_TCP),
+        pick(args.nsqd_http, ENV_NSQD_HTTP),
+        pick(args.lookupd_http, ENV_LOOKUPD_HTTP),
+    )
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _int_list(text: str) -> list[int]:
+    return [_positive_int(part) for part in _split(text)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nsqclient-benchmark",
+        description=(
+            "Benchmark nsqclient against a running NSQ cluster (or run "
+            "`nsqclient-benchmark compare --help` for the peer comparison)."
+        ),
+    )
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
+    group = parser.add_argument_group("overrides of the profile")
+    group.add_argument("--messages", type=_positive_int)
+    group.add_argument("--payload-size", type=_positive_int, help="bytes, at least 16")
+    group.add_argument("--concurrency", type=_positive_int, help="outstanding PUBs")
+    group.add_argument("--batch-size", type=_positive_int, help="messages per MPUB")
+    group.add_argument("--max-in-flight", type=_positive_int)
+    group.add_argument("--mpub-concurrency", type=_positive_int, help="outstanding MPUBs")
+    group.add_argument("--threads", type=_positive_int, help="threads of the sync scenarios")
+    group.add_argument("--http-messages", type=_positive_int)
+    group.add_argument("--fanout-messages", type=_positive_int)
+    group.add_argument("--requeue-messages", type=_positive_int)
+    group.add_argument("--timeout", type=float, help="seconds per scenario")
+    cluster = parser.add_argument_group(
+        "cluster (flags, else --cluster-env, else $NSQD_TCP_ADDRESSES etc., else "
+        f"{DEFAULT_CLUSTER_ENV})"
+    )
+    cluster.add_argument("--nsqd-tcp", action="append", help="host:port[,host:port...]")
+    cluster.add_argument("--nsqd-http", action="append", help="host:port[,host:port...]")
+    cluster.add_argument("--lookupd-http", action="append", help="host:port[,host:port...]")
+    cluster.add_argument(
+        "--cluster-env", type=Path, help=f"KEY=VALUE file (default {DEFAULT_CLUSTER_ENV})"
+    )
+    cluster.add_argument(
+        "--readers-via-lookupd", action="store_true", help="readers discover nsqd via lookupd"
+    )
+    parser.add_argument(
+        "--scenarios", help="comma-separated names (default: all; see --list)", default=None
+    )
+    parser.add_argument("--skip", help="comma-separated scenario names to leave out")
+    parser.add_argument("--list", action="store_true", help="list scenarios and exit")
+    parser.add_argument(
+        "--fanout-channels", type=_int_list, default=[20, 100], help="default 20,100"
+    )
+    parser.add_argument("--consumer-processes", type=_positive_int, default=0)
+    parser.add_argument("--markdown", type=Path, help="write the markdown table here")
+    parser.add_argument("--json", type=Path, help="write raw results here")
+    parser.add_argument("--chart", type=Path, help="write a PNG chart here (needs [plot])")
+    parser.add_argument("--keep-topics", action="store_true")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return parser
+
+
+def settings_from_args(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, environ: dict[str, str] | None = None
+) -> Settings:
+    overrides = {
+        "messages": args.messages,
+        "payload_size": args.payload_size,
+        "concurrency": args.concurrency,
+        "batch_size": args.batch_size,
+        "max_in_flight": args.max_in_flight,
+        "mpub_concurrency": args.mpub_concurrency,
+        "threads": args.threads,
+        "http_messages": args.http_messages,
+        "fanout_messages": args.fanout_messages,
+        "requeue_messages": args.requeue_messages,
+        "timeout": args.timeout,
+    }
+    try:
+        profile = resolve_profile(args.profile, overrides)
+    except ValueError as exc:
+        parser.error(str(exc))
+    known = scenario_names(args.fanout_channels, args.consumer_processes)
+    chosen = _split(args.scenarios) if args.scenarios else list(known)
+    skip = set(_split(args.skip))
+    for name in [*chosen, *skip]:
+        if name not in known:
+            parser.error(f"unknown scenario {name!r}; known: {', '.join(known)}")
+    chosen = [n for n in chosen if n not in skip]
+    nsqd_tcp, nsqd_http, lookupd_http = resolve_addresses(args, environ)
+    if not nsqd_tcp or not nsqd_http:
+        parser.error(
+            "no cluster: give --nsqd-tcp and --nsqd-http (or set NSQD_TCP_ADDRESSES and "
+            "NSQD_HTTP_ADDRESSES, or start test_service/start.sh, which writes cluster.env)"
+        )
+    if args.readers_via_lookupd and not lookupd_http:
+        parser.error("--readers-via-lookupd needs lookupd HTTP addresses")
+    return Settings(
+        profile=profile,
+        nsqd_tcp=nsqd_tcp,
+        nsqd_http=nsqd_http,
+        lookupd_http=lookupd_http,
+        scenarios=chosen,
+        fanout_channels=args.fanout_channels,
+        consumer_processes=args.consumer_processes,
+        use_lookupd=args.readers_via_lookupd,
+        keep_topics=args.keep_topics,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list:
+        for name in scenario_names(args.fanout_channels, args.consumer_processes or 2):
+            print(f"{name:20} {kind_of(name)}")
+        return 0
+    if args.chart is not None:
+        from .chart import matplotlib_available
+
+        if not matplotlib_available():
+            parser.error("--chart needs matplotlib: pip install 'nsqclient[plot]'")
+    settings = settings_from_args(args, parser)
+    progress = Progress(enabled=not args.quiet)
+    prof = settings.profile
+    progress.note(
+        f"nsqclient-benchmark: profile {prof.name} ({prof.messages:,} x {prof.payload_size} B, "
+        f"concurrency {prof.concurrency}, batch {prof.batch_size}, max_in_flight "
+        f"{prof.max_in_flight}) against nsqd {', '.join(settings.nsqd_tcp)}; "
+        f"{len(settings.scenarios)} scenarios, run {settings.run_id}"
+    )
+    results = run_benchmark(settings, progress)
+    table = markdown_table(results)
+    sys.stdout.write(table)
+    sys.stdout.flush()
+    if args.markdown is not None:
+        write_text(args.markdown, table)
+    if args.json is not None:
+        dump_json(args.json, json_report(results, settings=settings.as_dict()))
+    if args.chart is not None:
+        from .chart import write_chart
+
+        write_chart(args.chart, results, f"nsqclient-benchmark, profile {prof.name}")
+    code = exit_code(results)
+    if code:
+        bad = ", ".join(r.scenario for r in results if not r.ok)
+        progress.note(f"nsqclient-benchmark: ERRORS in {bad}; exit status {code}")
+    return code
