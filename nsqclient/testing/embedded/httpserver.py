@@ -1,0 +1,269 @@
+"""A small asyncio HTTP/1.1 server and an httprouter-like router, for nsqd's and lookupd's APIs.
+
+Enough of HTTP/1.1 for the clients that talk to nsqd: keep-alive, ``Content-Length`` and chunked
+request bodies, ``Expect: 100-continue``, HEAD. The router copies julienschmidt/httprouter as
+nsqd configures it: 405 with an ``Allow`` header, automatic OPTIONS, trailing-slash and
+case-insensitive path redirects. Responses use nsqd's "V1" format helpers below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import email.utils
+import json
+import ssl
+from collections.abc import Awaitable, Callable
+from http import HTTPStatus
+from typing import Final
+from urllib.parse import unquote, urlsplit
+
+__all__ = ["HttpServer", "Request", "Response", "Router", "plain", "v1_error", "v1_ok"]
+
+_MAX_HEADER: Final = 1 << 20
+_V1: Final = ("X-NSQ-Content-Type", "nsq; version=1.0")
+_JSON: Final = ("Content-Type", "application/json; charset=utf-8")
+_TEXT: Final = ("Content-Type", "text/plain; charset=utf-8")
+
+
+@dataclasses.dataclass
+class Request:
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+    content_length: int  # -1 when unknown (chunked), as Go's Request.ContentLength
+    body_complete: bool  # False when the body was larger than the server reads
+    remote: str
+    params: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class Response:
+    status: int
+    body: bytes = b""
+    headers: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def v1_ok(data: object = None) -> Response:
+    """nsqd's RespondV1 for success: a string as-is, None as empty, anything else as JSON."""
+    if data is None:
+        return Response(200, b"", [_V1])
+    if isinstance(data, bytes | str):
+        body = data.encode() if isinstance(data, str) else data
+        return Response(200, body, [_V1, _TEXT] if body else [_V1])
+    from .wire import go_json
+
+    return Response(200, go_json(data), [_JSON, _V1])
+
+
+def v1_error(status: int, message: str) -> Response:
+    body = json.dumps({"message": message}, separators=(",", ":")).encode()
+    return Response(status, body, [_JSON, _V1])
+
+
+def plain(status: int, text: str) -> Response:
+    return Response(status, text.encode(), [_TEXT])
+
+
+class Router:
+    """Routes by method and path; ``/prefix/:name`` captures the last segment."""
+
+    def __init__(self) -> None:
+        self._routes: dict[str, dict[str, Handler]] = {}
+
+    def add(self, method: str, path: str, handler: Handler) -> None:
+        self._routes.setdefault(method, {})[path] = handler
+
+    def _match(self, method: str, path: str) -> tuple[Handler, dict[str, str]] | None:
+        table = self._routes.get(method, {})
+        if path in table:
+            return table[path], {}
+        head, _, tail = path.rpartition("/")
+        if tail:
+            for pattern, handler in table.items():
+                if pattern.startswith(head + "/:") and "/" not in pattern[len(head) + 2 :]:
+                    return handler, {pattern[len(head) + 2 :]: tail}
+        return None
+
+    def _allowed(self, method: str, path: str) -> str:
+        allowed = [m for m in self._routes if m != method and self._match(m, path)]
+        return ", ".join(sorted([*allowed, "OPTIONS"])) if allowed else ""
+
+    async def __call__(self, request: Request) -> Response:
+        method, path = request.method, request.path
+        found = self._match(method, path)
+        if found is not None:
+            handler, request.params = found
+            return await handler(request)
+        if method in self._routes and method != "CONNECT" and path != "/":
+            target = path[:-1] if path.endswith("/") else path + "/"
+            if self._match(method, target) is None:
+                lowered = {p.lower(): p for p in self._routes[method] if ":" not in p}
+                target = lowered.get(path.lower().rstrip("/") or "/", "")
+            if target:
+                return _redirect(request, target, 301 if method == "GET" else 307)
+        allow = self._allowed(method, path)
+        if method == "OPTIONS" and allow:
+            return Response(200, b"", [("Allow", allow)])
+        if allow:
+            response = v1_error(405, "METHOD_NOT_ALLOWED")
+            response.headers.insert(0, ("Allow", allow))
+            return response
+        return v1_error(404, "NOT_FOUND")
+
+
+def _redirect(request: Request, path: str, status: int) -> Response:
+    location = path + ("?" + request.query if request.query else "")
+    headers = [("Location", location)]
+    if request.method in ("GET", "HEAD"):
+        body = f'<a href="{location}">{HTTPStatus(status).phrase}</a>.\n\n'.encode()
+        return Response(status, body, [("Content-Type", "text/html; charset=utf-8"), *headers])
+    return Response(status, b"", headers)
+
+
+class _BadRequest(Exception):
+    pass
+
+
+class HttpServer:
+    """Serves ``handler`` on one listening socket; bodies above ``body_limit`` are not read."""
+
+    def __init__(self, handler: Handler, *, body_limit: int) -> None:
+        self.handler = handler
+        self.body_limit = body_limit
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> int:
+        self._server = await asyncio.start_server(
+            self._serve, host, port, ssl=tls, limit=_MAX_HEADER
+        )
+        return int(self._server.sockets[0].getsockname()[1])
+
+    def close(self, *, abort: bool = False) -> None:
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._writers):
+            if abort:
+                writer.transport.abort()
+            else:
+                writer.close()
+
+    async def wait_closed(self) -> None:
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        peer = writer.get_extra_info("peername")
+        remote = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else ""
+        try:
+            while True:
+                try:
+                    request, keep_alive = await self._read_request(reader, writer, remote)
+                except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+                    break
+                except _BadRequest:
+                    writer.write(
+                        b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; "
+                        b"charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
+                    )
+                    break
+                try:
+                    response = await self.handler(request)
+                except Exception:
+                    response = v1_error(500, "INTERNAL_ERROR")
+                keep_alive = keep_alive and request.body_complete
+                writer.write(_serialize(request, response, keep_alive))
+                await writer.drain()
+                if not keep_alive:
+                    break
+        except (ConnectionError, ssl.SSLError):
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+
+    async def _read_request(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote: str
+    ) -> tuple[Request, bool]:
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head[:-4].decode("latin-1").split("\r\n")
+        try:
+            method, target, version = lines[0].split(" ")
+        except ValueError:
+            raise _BadRequest from None
+        if not version.startswith("HTTP/1."):
+            raise _BadRequest
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep or not name or name != name.strip():
+                raise _BadRequest
+            key = name.lower()
+            headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
+        connection = headers.get("connection", "").lower()
+        keep_alive = "close" not in connection and (
+            version == "HTTP/1.1" or "keep-alive" in connection
+        )
+        if target.startswith(("http://", "https://")):
+            parts = urlsplit(target)
+            raw_path, query = parts.path or "/", parts.query
+        else:
+            raw_path, _, query = target.partition("?")
+        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        try:
+            length = -1 if chunked else int(headers.get("content-length", "0") or 0)
+        except ValueError:
+            raise _BadRequest from None
+        if length < -1:
+            raise _BadRequest
+        body, complete = b"", True
+        if length > self.body_limit:
+            complete = False
+        elif length != 0:
+            if headers.get("expect", "").lower() == "100-continue":
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            if chunked:
+                body, complete = await self._read_chunked(reader)
+            else:
+                body = await reader.readexactly(length)
+        request = Request(method, unquote(raw_path), query, headers, body, length, complete, remote)
+        return request, keep_alive
+
+    async def _read_chunked(self, reader: asyncio.StreamReader) -> tuple[bytes, bool]:
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            size_line = await reader.readuntil(b"\r\n")
+            try:
+                size = int(size_line.split(b";")[0].strip(), 16)
+            except ValueError:
+                raise _BadRequest from None
+            if size == 0:
+                while (await reader.readuntil(b"\r\n")) != b"\r\n":
+                    pass  # trailers
+                return b"".join(parts), True
+            total += size
+            parts.append(await reader.readexactly(min(size, self.body_limit + 1)))
+            if total > self.body_limit:
+                return b"".join(parts), False
+            await reader.readexactly(2)
+
+
+def _serialize(request: Request, response: Response, keep_alive: bool) -> bytes:
+    status = response.status
+    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}"]
+    lines.extend(f"{k}: {v}" for k, v in response.headers)
+    lines.append(f"Date: {email.utils.formatdate(usegmt=True)}")
+    lines.append(f"Content-Length: {len(response.body)}")
+    if not keep_alive:
+        lines.append("Connection: close")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return head if request.method == "HEAD" else head + response.body

@@ -1,0 +1,59 @@
+"""Small async helpers shared by the embedded-server tests: HTTP calls and deadline waits."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import httpx
+
+T = TypeVar("T")
+
+
+async def http(server: Any, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=f"http://{server.http_address}", timeout=10) as c:
+        return await c.request(method, path, **kwargs)
+
+
+async def stats(server: Any, topic: str | None = None, **params: str) -> dict[str, Any]:
+    query = {"format": "json", **params}
+    if topic is not None:
+        query["topic"] = topic
+    response = await http(server, "GET", "/stats", params=query)
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+async def channel_stats(server: Any, topic: str, channel: str) -> Any:
+    """The channel's /stats entry, or None."""
+    for t in (await stats(server, topic))["topics"] or []:
+        for c in t["channels"]:
+            if c["channel_name"] == channel:
+                return dict(c)
+    return None
+
+
+async def topic_stats(server: Any, topic: str) -> Any:
+    """The topic's /stats entry, or None."""
+    topics = (await stats(server, topic))["topics"] or []
+    return dict(topics[0]) if topics else None
+
+
+async def wait_for(
+    probe: Callable[[], Awaitable[T]],
+    predicate: Callable[[T], bool],
+    timeout: float = 10.0,
+) -> T:
+    """Poll ``probe`` until ``predicate`` holds; AssertionError with the last value after
+    ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = await probe()
+        if predicate(value):
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s; last value: {value!r}")
+        await asyncio.sleep(0.02)

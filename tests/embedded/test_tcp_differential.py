@@ -1,0 +1,242 @@
+"""Differential: byte scripts sent to real nsqd and to the embedded one must get equal answers.
+
+Each script runs on a fresh connection; the transcript lists every frame (error texts verbatim,
+message IDs masked) until the server closes the connection or answers a final sync PUB. This
+covers the state machine (§3), fatal vs non-fatal errors (§5) and the exact texts of §4/§5.3.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+import pytest
+
+from nsqclient.protocol import ErrorFrame, Heartbeat
+from nsqclient.testing.daemons import NsqdProcess
+from nsqclient.testing.embedded import ThreadedEmbeddedNsqd
+
+from ._raw import RawClient, identify_body, mpub_body, sized, transcript
+from .conftest import start_embedded, start_real
+
+pytestmark = pytest.mark.timeout(60)
+
+OPTIONS = {
+    "max_rdy_count": 50,
+    "max_msg_size": 100,
+    "max_body_size": 400,
+    "max_req_timeout": 10_000,
+}
+HB = identify_body(heartbeat_interval=1000)
+SUB = b"SUB t_sub c\n"
+
+
+def u32(n: int) -> bytes:
+    return struct.pack(">I", n & 0xFFFFFFFF)
+
+
+SCRIPTS: dict[str, tuple[bytes, ...]] = {
+    # commands and lines
+    "unknown command": (b"ASDF\n",),
+    "lowercase command": (b"nop\n",),
+    "empty line": (b"\n",),
+    "crlf line": (b"NOP\r\n",),
+    "nop with params": (b"NOP a b c\n",),
+    "line of 16383 bytes": (b"NOP " + b"x" * 16378 + b"\n",),
+    "line of 16384 bytes": (b"NOP " + b"x" * 16379 + b"\n",),
+    "line of 16385 bytes": (b"NOP " + b"x" * 16380 + b"\n",),
+    "long line without newline": (b"N" * 20000,),
+    # IDENTIFY
+    "identify ok": (identify_body(client_id="a"),),
+    "identify twice": (identify_body(), identify_body()),
+    "identify size 0": (b"IDENTIFY\n" + u32(0),),
+    "identify negative size": (b"IDENTIFY\n" + u32(-1),),
+    "identify too big": (b"IDENTIFY\n" + u32(6_000_000),),
+    "identify bad json": (sized(b"IDENTIFY\n", b"{nope"),),
+    "identify json array": (sized(b"IDENTIFY\n", b"[1]"),),
+    "identify json null": (sized(b"IDENTIFY\n", b"null"),),
+    "identify wrong type": (sized(b"IDENTIFY\n", b'{"heartbeat_interval": "x"}'),),
+    "identify float int": (sized(b"IDENTIFY\n", b'{"msg_timeout": 1500.5}'),),
+    "identify case-insensitive key": (sized(b"IDENTIFY\n", b'{"Heartbeat_Interval": 5}'),),
+    "identify unknown keys": (identify_body(short_id="x", long_id="y", whatever=[1]),),
+    "heartbeat too small": (identify_body(heartbeat_interval=999),),
+    "heartbeat too big": (identify_body(heartbeat_interval=60_001),),
+    "heartbeat -2": (identify_body(heartbeat_interval=-2),),
+    "output buffer timeout too small": (identify_body(output_buffer_timeout=24),),
+    "output buffer timeout too big": (identify_body(output_buffer_timeout=30_001),),
+    "output buffer size too small": (identify_body(output_buffer_size=63),),
+    "output buffer size too big": (identify_body(output_buffer_size=65_537),),
+    "sample rate 100": (identify_body(sample_rate=100),),
+    "sample rate -1": (identify_body(sample_rate=-1),),
+    "msg timeout too small": (identify_body(msg_timeout=999),),
+    "msg timeout too big": (identify_body(msg_timeout=900_001),),
+    "first bad field wins": (identify_body(msg_timeout=1, heartbeat_interval=1),),
+    "negotiation defaults": (identify_body(feature_negotiation=True),),
+    "negotiation values": (
+        identify_body(
+            feature_negotiation=True,
+            heartbeat_interval=2000,
+            msg_timeout=5000,
+            output_buffer_size=-1,
+            sample_rate=10,
+            deflate_level=9,
+            tls_v1=True,
+        ),
+    ),
+    "negotiation buffer timeout off": (
+        identify_body(feature_negotiation=True, output_buffer_timeout=-1, output_buffer_size=100),
+    ),
+    "both compressions": (identify_body(feature_negotiation=True, snappy=True, deflate=True),),
+    "identify after sub": (HB, SUB, identify_body()),
+    # SUB
+    "sub ok": (HB, SUB),
+    "sub with default heartbeats": (SUB,),
+    "sub heartbeats disabled": (identify_body(heartbeat_interval=-1), SUB),
+    "sub one param": (HB, b"SUB t\n"),
+    "sub bad topic": (HB, b"SUB bad! c\n"),
+    "sub topic with quote and bytes": (HB, b'SUB a"b\\\xff\x01 c\n'),
+    "sub bad channel": (HB, b"SUB t c!\n"),
+    "sub double space": (HB, b"SUB t  c\n"),
+    "sub topic too long": (HB, b"SUB " + b"t" * 65 + b" c\n"),
+    "sub ephemeral ok": (HB, b"SUB t_eph#ephemeral c#ephemeral\n"),
+    "sub twice": (HB, SUB, SUB),
+    # RDY
+    "rdy before sub": (b"RDY 1\n",),
+    "rdy no param": (HB, SUB, b"RDY\n"),
+    "rdy not a number": (HB, SUB, b"RDY x\n"),
+    "rdy negative": (HB, SUB, b"RDY -1\n"),
+    "rdy empty string": (HB, SUB, b"RDY \n"),
+    "rdy max": (HB, SUB, b"RDY 50\n"),
+    "rdy over max": (HB, SUB, b"RDY 51\n"),
+    "rdy wraps uint64": (HB, SUB, b"RDY 18446744073709551617\n"),
+    "rdy int64 negative": (HB, SUB, b"RDY 9223372036854775808\n"),
+    "rdy after cls": (HB, SUB, b"CLS\n", b"RDY 99\n"),
+    # FIN / REQ / TOUCH
+    "fin before sub": (b"FIN 0123456789abcdef\n",),
+    "fin no id": (HB, SUB, b"FIN\n"),
+    "fin short id": (HB, SUB, b"FIN 0123\n"),
+    "fin unknown id": (HB, SUB, b"FIN 0123456789abcdef\n"),
+    "fin unknown id after cls": (HB, SUB, b"CLS\n", b"FIN 0123456789abcdef\n"),
+    "req no timeout": (HB, SUB, b"REQ 0123456789abcdef\n"),
+    "req bad timeout": (HB, SUB, b"REQ 0123456789abcdef x\n"),
+    "req unknown id": (HB, SUB, b"REQ 0123456789abcdef 10\n"),
+    "req before sub": (b"REQ 0123456789abcdef 0\n",),
+    "touch unknown id": (HB, SUB, b"TOUCH 0123456789abcdef\n"),
+    "touch no id": (HB, SUB, b"TOUCH\n"),
+    "touch before sub": (b"TOUCH 0123456789abcdef\n",),
+    # CLS
+    "cls before sub": (b"CLS\n",),
+    "cls twice": (HB, SUB, b"CLS\n", b"CLS\n"),
+    "cls ok": (HB, SUB, b"CLS\n"),
+    # PUB
+    "pub ok": (sized(b"PUB t_pub\n", b"hello"),),
+    "pub no topic": (sized(b"PUB\n", b"x"),),
+    "pub empty topic": (sized(b"PUB \n", b"x"),),
+    "pub bad topic": (sized(b"PUB t*\n", b"x"),),
+    "pub empty body": (b"PUB t_pub\n" + u32(0),),
+    "pub negative size": (b"PUB t_pub\n" + u32(-5),),
+    "pub max size": (sized(b"PUB t_pub\n", b"x" * 100),),
+    "pub too big": (sized(b"PUB t_pub\n", b"x" * 101),),
+    "pub after sub": (HB, SUB, sized(b"PUB t_pub\n", b"x")),
+    "pub extra params": (sized(b"PUB t_pub extra\n", b"x"),),
+    # MPUB
+    "mpub ok": (b"MPUB t_mpub\n" + mpub_body(b"a", b"bb", b"ccc"),),
+    "mpub no topic": (b"MPUB\n" + mpub_body(b"a"),),
+    "mpub bad topic": (b"MPUB t!\n" + mpub_body(b"a"),),
+    "mpub body size 0": (b"MPUB t_mpub\n" + u32(0),),
+    "mpub body too big": (b"MPUB t_mpub\n" + u32(401),),
+    "mpub count 0": (b"MPUB t_mpub\n" + u32(8) + u32(0) + u32(0),),
+    "mpub count too big": (b"MPUB t_mpub\n" + u32(300) + u32(80),),
+    "mpub count max": (b"MPUB t_mpub\n" + u32(400) + u32(79),),
+    "mpub empty item": (b"MPUB t_mpub\n" + u32(30) + u32(3) + u32(1) + b"a" + u32(0),),
+    "mpub item too big": (b"MPUB t_mpub\n" + u32(300) + u32(1) + u32(101) + b"x" * 101,),
+    "mpub negative item": (b"MPUB t_mpub\n" + u32(300) + u32(2) + u32(1) + b"a" + u32(-1),),
+    # DPUB
+    "dpub ok": (sized(b"DPUB t_dpub 100\n", b"x"),),
+    "dpub zero": (sized(b"DPUB t_dpub 0\n", b"x"),),
+    "dpub max": (sized(b"DPUB t_dpub 10000\n", b"x"),),
+    "dpub over max": (sized(b"DPUB t_dpub 10001\n", b"x"),),
+    "dpub bad timeout": (sized(b"DPUB t_dpub -1\n", b"x"),),
+    "dpub huge": (sized(b"DPUB t_dpub 18446744073709551615\n", b"x"),),
+    "dpub no timeout": (sized(b"DPUB t_dpub\n", b"x"),),
+    "dpub bad topic": (sized(b"DPUB t% 5\n", b"x"),),
+    "dpub empty body": (b"DPUB t_dpub 5\n" + u32(0),),
+    "dpub too big": (sized(b"DPUB t_dpub 5\n", b"x" * 101),),
+    # AUTH without an auth server
+    "auth disabled": (sized(b"AUTH\n", b"secret"),),
+    "auth with params": (sized(b"AUTH x\n", b"secret"),),
+    "auth empty": (b"AUTH\n" + u32(0),),
+    "auth too big": (b"AUTH\n" + u32(401),),
+    "auth after sub": (HB, SUB, sized(b"AUTH\n", b"s")),
+    "nop before identify": (b"NOP\n", identify_body()),
+}
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[tuple[NsqdProcess, ThreadedEmbeddedNsqd]]:
+    real = start_real(**OPTIONS)
+    embedded = start_embedded(**OPTIONS)
+    yield real, embedded
+    real.stop()
+    embedded.stop()
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+async def test_same_answers(name: str, pair: tuple[NsqdProcess, ThreadedEmbeddedNsqd]) -> None:
+    real, embedded = pair
+    script = SCRIPTS[name]
+    expected = await transcript(real.tcp_address, *script)
+    got = await transcript(embedded.tcp_address, *script)
+    assert got == expected
+
+
+async def test_bad_magic_gets_bare_error_then_close(
+    pair: tuple[NsqdProcess, ThreadedEmbeddedNsqd],
+) -> None:
+    results = []
+    for server in pair:
+        client = await RawClient.connect(server.tcp_address, magic=False)
+        client.send(b"  V1")
+        results.append([e for e in await client.expect_closed()])
+        await client.close()
+    assert results[0] == results[1]
+    assert [type(e).__name__ for e in results[0]] == ["ErrorFrame"]
+    assert results[0][0] == ErrorFrame("E_BAD_PROTOCOL")
+
+
+PARTIAL: dict[str, bytes] = {
+    "line": b"PUB t",
+    "pub size": b"PUB t\n\x00\x00",
+    "pub body": b"PUB t\n\x00\x00\x00\x05ab",
+    "dpub body": b"DPUB t 5\n\x00\x00\x00\x05ab",
+    "identify body": b"IDENTIFY\n\x00\x00\x00\x09{}",
+    "auth size": b"AUTH\n\x00",
+    "mpub count": b"MPUB t\n\x00\x00\x00\x10\x00\x00",
+    "mpub item size": b"MPUB t\n\x00\x00\x00\x10\x00\x00\x00\x02\x00\x00\x00\x01a\x00",
+    "mpub item body": b"MPUB t\n\x00\x00\x00\x10\x00\x00\x00\x02\x00\x00\x00\x03a",
+}
+
+
+async def _partial(address: str, data: bytes, *, eof: bool) -> list[object]:
+    client = await RawClient.connect(address)
+    if not eof:
+        client.send(identify_body(heartbeat_interval=1000))
+        client.auto_nop = False
+    client.send(data)
+    if eof:
+        client.writer.write_eof()
+    events = await client.expect_closed(timeout=10)
+    await client.close()
+    return [e for e in events if not isinstance(e, Heartbeat)]
+
+
+@pytest.mark.parametrize("eof", [True, False], ids=["eof", "read-timeout"])
+@pytest.mark.parametrize("name", list(PARTIAL))
+async def test_command_cut_short(
+    pair: tuple[NsqdProcess, ThreadedEmbeddedNsqd], name: str, eof: bool
+) -> None:
+    """EOF or the read deadline in the middle of a body: nsqd's "failed to read" error, then
+    close; in the middle of a line: just close."""
+    real, embedded = pair
+    expected = await _partial(real.tcp_address, PARTIAL[name], eof=eof)
+    assert await _partial(embedded.tcp_address, PARTIAL[name], eof=eof) == expected
