@@ -59,6 +59,13 @@ def parse_addresses(addresses: Iterable[object] | str | None, default_port: int)
         return []
     if isinstance(addresses, str):
         addresses = [a for a in addresses.split(",") if a.strip()]
+    elif (
+        isinstance(addresses, tuple)
+        and len(addresses) == 2
+        and isinstance(addresses[0], str)
+        and isinstance(addresses[1], int)
+    ):
+        addresses = [addresses]  # one ("host", port) pair, not two addresses
     seen: list[Address] = []
     for item in addresses:
         parsed = parse_address(item, default_port)

@@ -53,6 +53,11 @@ __all__ = ["Connection", "ConnectionOwner", "ConnectionState"]
 log = logging.getLogger("nsqclient.connection")
 
 _NOP = b"NOP\n"
+#: Bytes handed to the transport per write when a lot is queued. asyncio (3.11) keeps unsent
+#: bytes in one bytearray and moves the whole remainder after every partial send, so handing it
+#: hundreds of megabytes at once is quadratic; bigger batches go out in slices of this size,
+#: following pause_writing/resume_writing.
+_MAX_WRITE = 1 << 20
 
 
 class ConnectionState(enum.Enum):
@@ -118,6 +123,7 @@ class Connection(asyncio.Protocol):
         self.messages_received = 0
         self.messages_finished = 0
         self.messages_requeued = 0
+        self.heartbeats_received = 0
         self.last_message_time = 0.0
         self.close_exception: BaseException | None = None
 
@@ -129,16 +135,22 @@ class Connection(asyncio.Protocol):
         self._hs_raw: list[bytes] = []
         self._hs_waiter: asyncio.Future[None] | None = None
         self._wbuf: list[bytes] = []
+        self._wrest: memoryview | None = None  # unsent rest of a big batch, written first
         self._flush_scheduled = False
         self._pending: collections.deque[_Pending] = collections.deque()
+        #: the earliest deadline among pending requests (may be stale-early, never late)
+        self._next_deadline = float("inf")
         self._closed_future: asyncio.Future[None] | None = None
         self._close_wait: asyncio.Future[None] | None = None
         self._ticker: asyncio.TimerHandle | None = None
         self._last_read = 0.0
         self._write_paused_at: float | None = None
+        self._paused_buffer_size = 0
         self._drain_waiters: list[asyncio.Future[None]] = []
         hb = identify.heartbeat_interval
         hb_s = (hb if hb > 0 else 30_000) / 1000.0
+        #: without heartbeats silence is only suspicious while a reply is awaited
+        self._heartbeats_off = hb < 0
         self._dead_after = 2 * hb_s if hb >= 0 else config.seconds("read_timeout")
         self._tick_interval = min(0.25, hb_s / 4)
 
@@ -154,9 +166,12 @@ class Connection(asyncio.Protocol):
         try:
             async with asyncio.timeout(self.config.seconds("dial_timeout")):
                 await loop.create_connection(lambda: self, self.host, self.port)
-        except (OSError, TimeoutError) as exc:
-            self.state = ConnectionState.CLOSED
-            self._closed_future.set_result(None)
+        except BaseException as exc:
+            if self.state is not ConnectionState.CLOSED:  # no transport: nothing else will
+                self.state = ConnectionState.CLOSED
+                self._closed_future.set_result(None)
+            if not isinstance(exc, OSError | TimeoutError):
+                raise  # cancelled
             reason = (
                 "timed out" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
             )
@@ -164,24 +179,33 @@ class Connection(asyncio.Protocol):
         try:
             async with asyncio.timeout(self.config.seconds("read_timeout")):
                 await self._handshake()
+            if self.state is ConnectionState.CLOSED:
+                # nsqd answered the last handshake step and hung up in the same breath
+                raise ConnectError(
+                    "nsqd closed the connection right after the handshake", address=self.address
+                ) from self.close_exception
         except BaseException as exc:
             self.abort(exc if isinstance(exc, Exception) else None)
-            if isinstance(exc, TimeoutError):
-                raise NSQTimeoutError("handshake timed out", address=self.address) from exc
-            if isinstance(exc, ssl.SSLError | ssl.CertificateError):
-                raise TLSError(
-                    f"TLS handshake failed: {exc}; for a private CA pass tls_ca_file=...",
-                    address=self.address,
-                ) from exc
-            if isinstance(exc, ConnectionError) and not isinstance(exc, NSQError):
-                raise ConnectError(
-                    f"connection lost during handshake: {exc}", address=self.address
-                ) from exc
-            raise
+            error = self._handshake_error(exc)
+            if error is exc:
+                raise
+            raise error from exc
         self.state = ConnectionState.CONNECTED
         self._start_ticker()
         assert self.identify_response is not None
         return self.identify_response
+
+    def _handshake_error(self, exc: BaseException) -> BaseException:
+        """What ``connect()`` raises for a failure during the handshake."""
+        if isinstance(exc, NSQError) or not isinstance(exc, Exception):
+            return exc  # typed already (server errors, AuthRequiredError...), or cancellation
+        if isinstance(exc, TimeoutError):
+            return NSQTimeoutError("handshake timed out", address=self.address)
+        if isinstance(exc, ssl.SSLError | ssl.CertificateError):
+            return TLSError(f"TLS handshake failed: {exc}{_tls_hint(exc)}", address=self.address)
+        if isinstance(exc, ConnectionError | OSError):
+            return ConnectError(f"connection lost during handshake: {exc}", address=self.address)
+        return exc
 
     async def _handshake(self) -> None:
         loop = self._loop
@@ -237,9 +261,16 @@ class Connection(asyncio.Protocol):
             if event is not None:
                 return event
             if self.state is ConnectionState.CLOSED:
-                raise ConnectionClosedError(
+                cause = self.close_exception
+                if isinstance(cause, ssl.SSLError):
+                    # nsqd refused the TLS session (e.g. no or an untrusted client certificate)
+                    raise TLSError(
+                        f"nsqd closed the connection during TLS: {cause}{_tls_hint(cause)}",
+                        address=self.address,
+                    ) from cause
+                raise ConnectError(
                     "nsqd closed the connection during the handshake", address=self.address
-                ) from self.close_exception
+                ) from cause
             self._hs_waiter = self._loop.create_future()
             await self._hs_waiter
 
@@ -282,6 +313,7 @@ class Connection(asyncio.Protocol):
             if event.__class__ is Message:
                 messages.append(event)
             elif event is HEARTBEAT:
+                self.heartbeats_received += 1
                 self._write(_NOP)
             elif isinstance(event, ErrorFrame):
                 self._on_error_frame(event)
@@ -350,18 +382,10 @@ class Connection(asyncio.Protocol):
             self._ticker.cancel()
             self._ticker = None
         self._wbuf.clear()
+        self._wrest = None
         cause = self.close_exception
         if self._pending:
-            for item in self._pending:
-                if not item.future.done():
-                    err = ConnectionClosedError(
-                        "connection closed before nsqd replied; the command may or may not "
-                        "have been applied",
-                        address=self.address,
-                    )
-                    err.__cause__ = cause
-                    item.future.set_exception(err)
-            self._pending.clear()
+            self._fail_pending(cause)
         for fut in (self._hs_waiter, self._close_wait, *self._drain_waiters):
             if fut is not None and not fut.done():
                 fut.set_result(None)
@@ -374,12 +398,29 @@ class Connection(asyncio.Protocol):
                 log.warning("connection to nsqd %s lost: %s", self.address, cause)
             owner.on_connection_lost(self, cause)
 
+    def _fail_pending(self, cause: BaseException | None) -> None:
+        for item in self._pending:
+            if not item.future.done():
+                err = ConnectionClosedError(
+                    "connection closed before nsqd replied; the command may or may not "
+                    "have been applied",
+                    address=self.address,
+                )
+                err.__cause__ = cause
+                item.future.set_exception(err)
+        self._pending.clear()
+
     def pause_writing(self) -> None:
         assert self._loop is not None
         self._write_paused_at = self._loop.time()
+        transport = self._transport
+        self._paused_buffer_size = transport.get_write_buffer_size() if transport else 0
 
     def resume_writing(self) -> None:
         self._write_paused_at = None
+        if (self._wbuf or self._wrest is not None) and not self._flush_scheduled:  # held back
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)  # type: ignore[union-attr]
         waiters, self._drain_waiters = self._drain_waiters, []
         for fut in waiters:
             if not fut.done():
@@ -394,17 +435,45 @@ class Connection(asyncio.Protocol):
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)  # type: ignore[union-attr]
 
-    def _flush(self) -> None:
+    def _flush(self, force: bool = False) -> None:
         self._flush_scheduled = False
+        transport = self._transport
+        if transport is None or self.state is ConnectionState.CLOSED:
+            self._wbuf.clear()
+            self._wrest = None
+            return
+        if self._write_paused_at is not None and not force:
+            return  # resume_writing() flushes; meanwhile the ticker enforces write_timeout
+        if self._wrest is not None and not self._write_big(None, force):
+            return  # paused again before the rest of an earlier big batch went out
         buf = self._wbuf
-        if not buf or self._transport is None or self.state is ConnectionState.CLOSED:
-            buf.clear()
+        if not buf:
             return
         data = buf[0] if len(buf) == 1 else b"".join(buf)
         buf.clear()
+        if len(data) > _MAX_WRITE:
+            self._write_big(data, force)
+            return
         if self._codec is not None:
             data = self._codec.compress(data)
-        self._transport.write(data)
+        transport.write(data)
+
+    def _write_big(self, data: bytes | None, force: bool) -> bool:
+        """Write ``data`` (or the rest of an earlier batch) in ``_MAX_WRITE`` slices, stopping
+        when the transport asks us to pause; True once everything went out."""
+        transport = self._transport
+        assert transport is not None
+        view = memoryview(data) if data is not None else self._wrest
+        assert view is not None
+        codec = self._codec
+        pos, end = 0, len(view)
+        while pos < end and (force or self._write_paused_at is None):
+            chunk = view[pos : pos + _MAX_WRITE]
+            pos += len(chunk)
+            # the transport may call pause_writing() before returning
+            transport.write(codec.compress(bytes(chunk)) if codec is not None else chunk)
+        self._wrest = view[pos:] if pos < end else None
+        return self._wrest is None
 
     def _write_now(self, data: bytes) -> None:
         """Write immediately, compressed if negotiated (handshake steps only)."""
@@ -429,7 +498,12 @@ class Connection(asyncio.Protocol):
         loop = self._loop
         assert loop is not None
         fut: asyncio.Future[bytes] = loop.create_future()
-        deadline = loop.time() + timeout if timeout is not None else float("inf")
+        if timeout is not None:
+            deadline = loop.time() + timeout
+            if deadline < self._next_deadline:
+                self._next_deadline = deadline
+        else:
+            deadline = float("inf")
         self._pending.append(_Pending(fut, deadline))
         self._write(data)
         return fut
@@ -483,7 +557,9 @@ class Connection(asyncio.Protocol):
         self._close_wait = self._loop.create_future()
         self.state = ConnectionState.CLOSING
         self.rdy = 0
-        self._pending.append(_Pending(self._loop.create_future(), self._loop.time() + timeout))
+        deadline = self._loop.time() + timeout
+        self._next_deadline = min(self._next_deadline, deadline)
+        self._pending.append(_Pending(self._loop.create_future(), deadline))
         self._write(commands.cls())
         try:
             async with asyncio.timeout(timeout):
@@ -495,30 +571,39 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------------ Responder (Message)
 
     def message_fin(self, msg: Message) -> None:
-        if self.in_flight.pop(msg.id, None) is None or self.state is ConnectionState.CLOSED:
+        found = self.in_flight.pop(msg.id, None)
+        if found is not msg or self.state is ConnectionState.CLOSED:
+            if found is not None and found is not msg:
+                # nsqd redelivered this id (the old delivery timed out): that one is not ours
+                self.in_flight[msg.id] = found
             return
-        self._write(b"FIN " + msg.id + b"\n")
         self.messages_finished += 1
         owner = self.owner
         if owner is not None:
+            # first, as go-nsq does: a RDY this result causes (backoff) goes out before the FIN,
+            # so nsqd cannot fill the freed slot before it sees the new RDY
             owner.on_message_result(self, msg, True, False)
+        self._write(b"FIN " + msg.id + b"\n")
 
     def message_req(self, msg: Message, delay_ms: int | None, backoff: bool) -> None:
-        if self.in_flight.pop(msg.id, None) is None or self.state is ConnectionState.CLOSED:
+        found = self.in_flight.pop(msg.id, None)
+        if found is not msg or self.state is ConnectionState.CLOSED:
+            if found is not None and found is not msg:
+                self.in_flight[msg.id] = found  # a redelivery of this id is not ours to answer
             return
         if delay_ms is None:
             config = self.config
             delay_ms = requeue_delay_ms(
                 msg.attempts, config.ms("default_requeue_delay"), config.ms("max_requeue_delay")
             )
-        self._write(b"REQ %s %d\n" % (msg.id, delay_ms))
         self.messages_requeued += 1
         owner = self.owner
         if owner is not None:
-            owner.on_message_result(self, msg, False, backoff)
+            owner.on_message_result(self, msg, False, backoff)  # RDY 0 before the REQ
+        self._write(b"REQ %s %d\n" % (msg.id, delay_ms))
 
     def message_touch(self, msg: Message) -> None:
-        if msg.id in self.in_flight and self.state is not ConnectionState.CLOSED:
+        if self.in_flight.get(msg.id) is msg and self.state is not ConnectionState.CLOSED:
             self._write(b"TOUCH " + msg.id + b"\n")
 
     # ------------------------------------------------------------------ liveness
@@ -533,36 +618,59 @@ class Connection(asyncio.Protocol):
         if self.state is ConnectionState.CLOSED:
             return
         now = loop.time()
-        if now - self._last_read > self._dead_after:
+        if self._heartbeats_off and not self._pending:
+            self._last_read = now  # no heartbeats and no reply awaited: silence is expected
+        elif now - self._last_read > self._dead_after:
+            why = (
+                "while a reply was awaited (read_timeout)"
+                if self._heartbeats_off
+                else "(two heartbeat intervals)"
+            )
             self.abort(
                 NSQTimeoutError(
-                    f"no data from nsqd for {now - self._last_read:.1f}s (two heartbeat "
-                    "intervals); treating the connection as dead",
+                    f"no data from nsqd for {now - self._last_read:.1f}s {why}; "
+                    "treating the connection as dead",
                     address=self.address,
                 )
             )
             return
         paused = self._write_paused_at
-        if paused is not None and now - paused > self.config.seconds("write_timeout"):
-            self.abort(
-                NSQTimeoutError("write timed out: nsqd is not reading", address=self.address)
-            )
-            return
-        pending = self._pending
-        if pending and pending[0].deadline <= now:
+        if paused is not None:
+            transport = self._transport
+            size = transport.get_write_buffer_size() if transport is not None else 0
+            if size < self._paused_buffer_size:  # nsqd is reading, only slower than we write
+                self._paused_buffer_size = size
+                self._write_paused_at = now
+            elif now - paused > self.config.seconds("write_timeout"):
+                self.abort(
+                    NSQTimeoutError(
+                        "write timed out: nsqd read nothing for write_timeout",
+                        address=self.address,
+                    )
+                )
+                return
+        if self._next_deadline <= now:
             self._expire(now)
         self._ticker = loop.call_later(self._tick_interval, self._tick)
 
     def _expire(self, now: float) -> None:
+        """Fail every pending request whose deadline passed; the replies keep their slots."""
+        earliest = float("inf")
         for item in self._pending:
-            if item.deadline <= now and not item.future.done():
-                item.future.set_exception(
+            future = item.future
+            if future.done():
+                continue
+            if item.deadline <= now:
+                future.set_exception(
                     NSQTimeoutError(
                         "no reply from nsqd before the timeout; the command may "
                         "or may not have been applied",
                         address=self.address,
                     )
                 )
+            elif item.deadline < earliest:
+                earliest = item.deadline
+        self._next_deadline = earliest
 
     # ------------------------------------------------------------------ closing
 
@@ -570,12 +678,16 @@ class Connection(asyncio.Protocol):
         """Close after flushing queued writes."""
         if self.state is ConnectionState.CLOSED:
             return
-        if self._flush_scheduled:
-            self._flush()
+        if self._wbuf or self._wrest is not None:
+            self._flush(force=True)  # everything queued, even past a pause: the transport
+            # delivers its buffer before closing
         if self.state is not ConnectionState.INIT:
             self.state = ConnectionState.CLOSING
         if self._transport is not None:
             self._transport.close()
+            # nothing more is read once the transport closes: no reply can come any more
+            if self._pending:
+                self._fail_pending(self.close_exception)
         elif self._closed_future is not None:
             self.connection_lost(None)
 
@@ -604,3 +716,18 @@ class Connection(asyncio.Protocol):
 
     def __repr__(self) -> str:
         return f"<Connection nsqd={self.address} {self.state.value} rdy={self.rdy}>"
+
+
+def _tls_hint(exc: BaseException) -> str:
+    text = str(exc).upper()
+    if "CERTIFICATE_REQUIRED" in text or "UNKNOWN_CA" in text or "BAD_CERTIFICATE" in text:
+        return (
+            "; nsqd refused the client certificate: pass tls_cert_file/tls_key_file signed by "
+            "a CA that nsqd trusts (--tls-root-ca-file)"
+        )
+    if "CERTIFICATE_VERIFY_FAILED" in text or isinstance(exc, ssl.CertificateError):
+        return (
+            "; nsqd's certificate could not be verified: for a private CA pass "
+            "tls_ca_file=..., and check tls_server_hostname"
+        )
+    return ""

@@ -89,6 +89,7 @@ class LookupdPoller:
         jitter = self._config.lookupd_poll_jitter
         first = True
         while True:
+            self._wake.clear()  # a poke arriving during this poll asks for another one
             found = await self.poll_once()
             if found is not None:
                 try:
@@ -97,7 +98,6 @@ class LookupdPoller:
                     log.exception("error handling lookupd results")
             delay = self._rng.random() * jitter * interval if first else interval
             first = False
-            self._wake.clear()
             try:
                 async with asyncio.timeout(delay):
                     await self._wake.wait()

@@ -107,7 +107,8 @@ class Reader:
         self._lookupd_found: set[Address] = set()
         self._from_lookupd: set[Address] = set()
         self._poller: LookupdPoller | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()  # connection attempts
+        self._handler_tasks: set[asyncio.Task[Any]] = set()  # handler awaitables, give-up hooks
         self._flow_handle: asyncio.TimerHandle | None = None
         self._flow_at: float | None = None
         self._runner: HandlerRunner | None = None
@@ -120,6 +121,7 @@ class Reader:
         self._touch_handle: asyncio.TimerHandle | None = None
         self._consumer_task: asyncio.Task[Any] | None = None
         self._closing_task: asyncio.Task[None] | None = None
+        self._close_task: asyncio.Task[None] | None = None
         self._closed_event = asyncio.Event()
         self._max_attempts = self.config.max_attempts
         self.received = 0
@@ -163,10 +165,13 @@ class Reader:
             self._ensure_workers()
         if self._auto_touch:
             self._arm_touch()
+        # tasks, so that closing meanwhile cancels them (cleanly, in any phase of the setup)
         results = await asyncio.gather(
-            *(self._connect(addr, direct=True) for addr in self._nsqd_addresses),
+            *(self._spawn(self._connect(addr, direct=True)) for addr in self._nsqd_addresses),
             return_exceptions=True,
         )
+        if self._state is not ReaderState.RUNNING:
+            return  # closed while connecting: nothing more to start
         errors = [r for r in results if isinstance(r, BaseException)]
         if self._lookupd_addresses:
             self._poller = LookupdPoller(
@@ -215,7 +220,6 @@ class Reader:
             or self._state is not ReaderState.RUNNING
         ):
             return
-        self._connecting.add(addr)
         conn = Connection(
             addr[0],
             addr[1],
@@ -224,6 +228,7 @@ class Reader:
             owner=self,
             ssl_context=self._ssl_context,
         )
+        self._connecting.add(addr)
         try:
             await conn.connect()
             assert self.topic is not None and self.channel is not None
@@ -249,6 +254,8 @@ class Reader:
         self.tracker.attach(conn)
         log.info("subscribed to %s/%s on nsqd %s", self.topic, self.channel, conn.address)
         self._apply(self._flow.add_connection(conn, conn.max_rdy_count, self._now()))
+        if self._auto_touch:
+            self._arm_touch()  # this nsqd's msg_timeout may call for a shorter touch interval
 
     def _on_producers(self, found: list[Address]) -> None:
         self._lookupd_found = set(found)
@@ -338,7 +345,7 @@ class Reader:
             for msg in messages:
                 awaitable = runner.run_sync(msg)
                 if awaitable is not None:
-                    self._spawn(self._finish_awaitable(runner, msg, awaitable))
+                    self._spawn_handler(self._finish_awaitable(runner, msg, awaitable))
         elif messages:
             self._sink.put(messages)
 
@@ -365,7 +372,7 @@ class Reader:
             else:
                 result = hook(msg)
                 if inspect.isawaitable(result):
-                    self._spawn(_await_and_log(result))
+                    self._spawn_handler(_await_and_log(result))
         except Exception:
             log.exception("on_giving_up hook failed")
         msg.fin()
@@ -385,7 +392,7 @@ class Reader:
         if fin:
             self.finished += 1
             if flow.in_backoff:
-                self._apply(flow.message_result(_SUCCESS, conn.last_message_time))
+                self._apply(flow.message_result(_SUCCESS, self._now()))
         else:
             self.requeued += 1
             if backoff:
@@ -483,9 +490,7 @@ class Reader:
             task.cancel()
         self._workers.clear()
         if self._state is ReaderState.RUNNING and not direct:
-            self._ensure_workers()
-            if len(self._queue):
-                self._queue.put([])  # wake the new workers for what is already queued
+            self._ensure_workers()  # they take what is already queued before waiting
 
     def clear_message_handler(self) -> None:
         self._runner = None
@@ -585,8 +590,17 @@ class Reader:
         return (min(caps) if caps else 900_000) / 1000.0
 
     def _arm_touch(self) -> None:
-        if self._touch_handle is None and self._loop is not None:
-            self._touch_handle = self._loop.call_later(self._touch_interval(), self._touch_tick)
+        """Keep the touch timer due within one touch interval (which shrinks as nsqd join)."""
+        loop = self._loop
+        if loop is None or not self._auto_touch or self._state is not ReaderState.RUNNING:
+            return
+        at = loop.time() + self._touch_interval()
+        handle = self._touch_handle
+        if handle is not None:
+            if handle.when() <= at:
+                return
+            handle.cancel()
+        self._touch_handle = loop.call_at(at, self._touch_tick)
 
     def _touch_tick(self) -> None:
         self._touch_handle = None
@@ -623,39 +637,43 @@ class Reader:
         finish what they hold. ``requeue_in_hand=True`` requeues messages already handed to the
         application at once instead of waiting for them; by default that happens only when the
         task closing the Reader is the one iterating it (it cannot be handling anything else).
-        Idempotent and safe from any state.
+        Idempotent and safe from any state. Called from a message handler it starts the close
+        and returns at once; the close completes once that handler has returned.
         """
         if self._state is ReaderState.CLOSED:
             return
         if self._state is ReaderState.NEW:
-            self._state = ReaderState.CLOSED
-            self._closed_event.set()
+            self._close_unstarted()
             return
-        if self._closing_task is None:
-            current = asyncio.current_task()
-            holder_is_closing = (
-                current is not None and current is self._consumer_task and self._runner is None
-            )
-            if requeue_in_hand is not None:
-                holder_is_closing = requeue_in_hand
+        current = asyncio.current_task()
+        task = self._close_task or self._closing_task
+        if task is None:
+            if requeue_in_hand is None:
+                requeue_in_hand = (
+                    current is not None and current is self._consumer_task and self._runner is None
+                )
             wait = self.config.seconds("close_timeout") if timeout is None else timeout
-            self._closing_task = asyncio.get_running_loop().create_task(
-                self._close_gracefully(wait, requeue_handed=holder_is_closing),
+            task = self._closing_task = asyncio.get_running_loop().create_task(
+                self._close_gracefully(wait, requeue_handed=requeue_in_hand),
                 name="nsq-reader-close",
             )
-        await asyncio.shield(self._closing_task)
+        if current is not None and (current in self._workers or current in self._handler_tasks):
+            # called from a handler: the close waits for this very handler to return, so
+            # waiting for the close here would only burn the timeout
+            return
+        await asyncio.shield(task)
 
     async def _close_gracefully(self, timeout: float, *, requeue_handed: bool) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, timeout)
         self._state = ReaderState.CLOSING
-        await self._stop_discovery()
-        self._apply(self._flow.close())  # RDY 0 everywhere
+        self._apply(self._flow.close())  # RDY 0 everywhere, first
         self._requeue(self._sink.take_undelivered())
         self._sink.close()
         if self._sink is not self._queue:
             self._requeue(self._queue.take_undelivered())
             self._queue.close()
+        await self._stop_discovery()
         if requeue_handed:
             self._requeue(self.tracker.messages())
         elif not await self.tracker.wait_empty(max(0.0, deadline - loop.time())):
@@ -664,7 +682,7 @@ class Reader:
                 len(self.tracker),
                 timeout,
             )
-        await self._stop_workers()
+        await self._stop_handlers()
         self._requeue(self.tracker.messages())
         conns = [c for c in self._conns.values() if c.state is ConnectionState.SUBSCRIBED]
         cls_timeout = max(1.0, min(5.0, self.config.seconds("read_timeout")))
@@ -677,11 +695,14 @@ class Reader:
     def close(self) -> Awaitable[None]:
         """Close at once: best-effort REQ of everything unanswered, then drop the connections.
 
-        Usable as ``reader.close()`` or ``await reader.close()``.
+        Handlers still running are cancelled. Usable as ``reader.close()`` or
+        ``await reader.close()``; calling it again returns the same awaitable. During a
+        ``graceful_close`` it cuts the wait short.
         """
+        if self._close_task is not None:
+            return self._close_task
         if self._state is ReaderState.CLOSED or self._loop is None:
-            self._state = ReaderState.CLOSED
-            self._closed_event.set()
+            self._close_unstarted()
             return _DONE
         self._state = ReaderState.CLOSING
         self._apply(self._flow.close())
@@ -690,12 +711,27 @@ class Reader:
         self._requeue(self._queue.take_undelivered())
         self._queue.close()
         self._requeue(self.tracker.messages())
-        for task in (*self._workers, *self._reconnects.values(), *self._tasks):
+        for task in (
+            *self._workers,
+            *self._handler_tasks,
+            *self._reconnects.values(),
+            *self._tasks,
+        ):
             task.cancel()
-        return self._loop.create_task(self._finish_close())
+        for conn in list(self._conns.values()):
+            conn.close()  # flushes the REQs above first
+        self._close_task = self._loop.create_task(self._finish_close(), name="nsq-reader-close")
+        return self._close_task
+
+    def _close_unstarted(self) -> None:
+        self._state = ReaderState.CLOSED
+        self._sink.close()  # an iteration waiting on it ends
+        self._queue.close()
+        self._closed_event.set()
 
     async def _finish_close(self) -> None:
         await self._stop_discovery()
+        await self._stop_handlers()
         await self._close_connections()
 
     async def _stop_discovery(self) -> None:
@@ -708,12 +744,12 @@ class Reader:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _stop_workers(self) -> None:
-        workers = list(self._workers)
-        for task in workers:
+    async def _stop_handlers(self) -> None:
+        tasks = [*self._workers, *self._handler_tasks]
+        for task in tasks:
             task.cancel()
-        if workers:
-            await asyncio.gather(*workers, return_exceptions=True)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _close_connections(self) -> None:
         conns = list(self._conns.values())
@@ -746,11 +782,20 @@ class Reader:
 
     # ------------------------------------------------------------------ misc
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """A connection attempt (cancelled when the Reader closes)."""
         assert self._loop is not None
         task = self._loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _spawn_handler(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Handler work (awaited by graceful close within its timeout, like the workers)."""
+        assert self._loop is not None
+        task = self._loop.create_task(coro)
+        self._handler_tasks.add(task)
+        task.add_done_callback(self._handler_tasks.discard)
 
     @property
     def connections(self) -> list[Connection]:
@@ -771,6 +816,7 @@ class Reader:
             "lost_on_disconnect": self.tracker.lost,
             "response_errors": self.response_errors,
             "queued": len(self._queue),
+            "connecting": len(self._connecting),
             "max_in_flight": flow.max_in_flight,
             "total_rdy": flow.total_rdy,
             "backoff_level": flow.backoff_level,

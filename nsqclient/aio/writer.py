@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
@@ -24,7 +24,13 @@ from ..flow import ReconnectBackoff
 from ..message import _DONE, Message
 from ..protocol import commands
 from ..protocol.identify import IdentifyOptions
-from .addresses import Address, format_address, parse_addresses, parse_http_address
+from .addresses import (
+    Address,
+    format_address,
+    parse_address,
+    parse_addresses,
+    parse_http_address,
+)
 from .connection import Connection
 from .discovery import LookupdPoller
 from .tls import make_ssl_context
@@ -52,7 +58,10 @@ class Writer:
         self._ssl_context = make_ssl_context(self.config)
         addresses = parse_addresses(nsqd_tcp_addresses, 4150)
         if host is not None or port is not None:
-            addresses.append((host or "127.0.0.1", port or 4150))
+            # asyncnsq style: host may be "127.0.0.1" or "tcp://127.0.0.1:4150"
+            addr = parse_address(host or "127.0.0.1", port or 4150)
+            if addr not in addresses:
+                addresses.append(addr)
         self._lookupd_addresses = [
             parse_http_address(a, 4161)
             for a in (
@@ -76,6 +85,7 @@ class Writer:
         self._start_lock: asyncio.Lock | None = None
         self._healthy_event: asyncio.Event | None = None
         self._outstanding = 0
+        self._last_error: BaseException | None = None
         self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._idle_waiters: list[asyncio.Future[None]] = []
         cfg = self.config
@@ -89,7 +99,15 @@ class Writer:
     # ------------------------------------------------------------------ lifecycle
 
     async def connect(self) -> None:
-        """Connect to every configured nsqd. Raises if none can be reached (and no lookupd)."""
+        """Connect to every configured nsqd. Raises if none can be reached (and no lookupd).
+
+        After a failure the Writer is still usable: ``connect()`` may be called again, and a
+        publish on a Writer that was never connected keeps retrying in the background until its
+        timeout (then raises :class:`NoConnectionsError`).
+        """
+        await self._start(require=True)
+
+    async def _start(self, *, require: bool) -> None:
         if self._closed:
             raise ClosedError("this Writer was closed; create a new one")
         if self._started:
@@ -97,21 +115,28 @@ class Writer:
         if self._start_lock is None:
             self._start_lock = asyncio.Lock()
         async with self._start_lock:
-            if self.is_started:
+            if self.is_started:  # another task started it while this one waited
                 return
+            if self.is_closed:
+                raise ClosedError("this Writer was closed; create a new one")
             self._loop = asyncio.get_running_loop()
-            self._healthy_event = asyncio.Event()
+            if self._healthy_event is None:
+                self._healthy_event = asyncio.Event()
             results = await asyncio.gather(
                 *(self._connect(addr) for addr in self._addresses), return_exceptions=True
             )
             errors = [r for r in results if isinstance(r, BaseException)]
+            for error in errors:
+                if not isinstance(error, Exception):
+                    raise error  # cancelled
+            if errors:
+                self._last_error = errors[-1]
             if self._lookupd_addresses:
                 self._poller = LookupdPoller(
                     self._lookupd_addresses, config=self.config, on_producers=self._on_nodes
                 )
                 self._poller.start()
-            elif errors and len(errors) == len(results):
-                self._closed = True
+            elif require and errors and len(errors) == len(results):
                 raise errors[0]
             self._started = True
             for addr, result in zip(self._addresses, results, strict=True):
@@ -190,6 +215,7 @@ class Writer:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                self._last_error = exc
                 log.info("reconnect to nsqd %s failed: %s", format_address(*addr), exc)
 
     # ------------------------------------------------------------------ ConnectionOwner
@@ -237,8 +263,10 @@ class Writer:
             bodies: list[object] = [messages, *more]
         elif isinstance(messages, str | bytes | bytearray | memoryview):
             bodies = [messages]
-        else:
-            bodies = list(messages)  # type: ignore[call-overload]
+        elif isinstance(messages, Iterable) and not isinstance(messages, Mapping):
+            bodies = list(messages)
+        else:  # let the encoder refuse it with a typed error
+            bodies = messages  # type: ignore[assignment]
         data = commands.mpub(
             topic, bodies, max_msg_size=self._max_msg_size, max_body_size=self._max_body_size
         )
@@ -256,16 +284,23 @@ class Writer:
         if self._closed:
             raise ClosedError("this Writer was closed; create a new one")
         if not self._started:
-            await self.connect()
+            await self._start(require=False)
         loop = self._loop
         assert loop is not None
         limit = self._publish_timeout if timeout is None else timeout
         deadline = loop.time() + limit
-        if self._outstanding >= self._max_pending:
-            await self._wait_slot(deadline)
-        conn = self._pick()
-        if conn is None:
-            conn = await self._wait_healthy(deadline)
+        conn = self._pick() if self._outstanding < self._max_pending else None
+        while conn is None:  # rare: wait for a free slot, then for a connection, then re-check
+            try:
+                if self._outstanding >= self._max_pending:
+                    await self._wait_slot(deadline)
+                conn = self._pick()
+                if conn is None:
+                    await self._wait_healthy(deadline)
+                    conn = self._pick() if self._outstanding < self._max_pending else None
+            except BaseException:
+                self.failed += 1
+                raise
         self._outstanding += 1
         try:
             await conn.request(data, deadline - loop.time())
@@ -276,7 +311,7 @@ class Writer:
             self._outstanding -= 1
             if self._slot_waiters:
                 self._wake_slot()
-            elif self._idle_waiters and not self._outstanding:
+            if self._idle_waiters and not self._outstanding:
                 self._wake_idle()
         self.published += count
 
@@ -303,20 +338,26 @@ class Writer:
             self.published += count
         if self._slot_waiters:
             self._wake_slot()
-        elif self._idle_waiters and not self._outstanding:
+        if self._idle_waiters and not self._outstanding:
             self._wake_idle()
 
     async def wait_ready(self, timeout: float | None = None) -> None:
-        """Wait until a publish could be sent at once: connected, with a free pending slot."""
+        """Wait until a publish could be sent at once: connected, with a free pending slot.
+
+        Raises NoConnectionsError or NSQTimeoutError if that does not happen within ``timeout``.
+        """
+        if self._closed:
+            raise ClosedError("this Writer was closed; create a new one")
         if not self._started:
-            await self.connect()
+            await self._start(require=False)
         loop = self._loop
         assert loop is not None
         deadline = loop.time() + (self._publish_timeout if timeout is None else timeout)
-        if self._outstanding >= self._max_pending:
-            await self._wait_slot(deadline)
-        if self._pick() is None:
-            await self._wait_healthy(deadline)
+        while self._outstanding >= self._max_pending or self._pick() is None:
+            if self._outstanding >= self._max_pending:
+                await self._wait_slot(deadline)
+            if self._pick() is None:
+                await self._wait_healthy(deadline)
 
     def _pick(self) -> Connection | None:
         healthy = self._healthy
@@ -351,11 +392,13 @@ class Writer:
                 async with asyncio.timeout(remaining):
                     await self._healthy_event.wait()
             except TimeoutError:
-                self.failed += 1
+                last = self._last_error
                 raise NoConnectionsError(
                     "no nsqd connection became available before the publish timeout "
-                    f"(addresses: {', '.join(format_address(*a) for a in self._addresses)})"
-                ) from None
+                    f"(addresses: {', '.join(format_address(*a) for a in self._addresses)}"
+                    + (f"; last error: {last}" if last is not None else "")
+                    + ")"
+                ) from last
 
     async def _wait_slot(self, deadline: float) -> None:
         loop = self._loop
@@ -366,12 +409,16 @@ class Writer:
             try:
                 async with asyncio.timeout(max(0.0, deadline - loop.time())):
                     await fut
-            except TimeoutError:
-                self.failed += 1
-                raise NSQTimeoutError(
-                    f"{self._outstanding} publishes outstanding (max_pending_publishes); "
-                    "nsqd did not catch up before the publish timeout"
-                ) from None
+            except BaseException as exc:
+                if fut.done() and not fut.cancelled():
+                    # woken and timed out or cancelled at once: pass the free slot on
+                    self._wake_slot()
+                if isinstance(exc, TimeoutError):
+                    raise NSQTimeoutError(
+                        f"{self._outstanding} publishes outstanding (max_pending_publishes); "
+                        "nsqd did not catch up before the publish timeout"
+                    ) from None
+                raise
             finally:
                 if fut in self._slot_waiters:
                     self._slot_waiters.remove(fut)
@@ -403,6 +450,7 @@ class Writer:
         if self._closed and not self._conns:
             return
         self._closed = True
+        self._refuse_waiters()
         loop = self._loop
         if loop is not None and self._outstanding:
             fut: asyncio.Future[None] = loop.create_future()
@@ -421,16 +469,20 @@ class Writer:
         Usable as ``writer.close()`` or ``await writer.close()``.
         """
         self._closed = True
-        for fut in self._slot_waiters:
-            if not fut.done():
-                fut.set_result(None)
-        if self._healthy_event is not None:
-            self._healthy_event.set()
+        self._refuse_waiters()
         for conn in list(self._conns.values()):
             conn.close()
         if self._loop is None:
             return _DONE
         return self._loop.create_task(self._shutdown())
+
+    def _refuse_waiters(self) -> None:
+        """Wake every publish still waiting for a slot or a connection: they raise ClosedError."""
+        for fut in self._slot_waiters:
+            if not fut.done():
+                fut.set_result(None)
+        if self._healthy_event is not None:
+            self._healthy_event.set()
 
     async def _shutdown(self) -> None:
         self._closed = True

@@ -398,16 +398,21 @@ class RdyController:
         zeroed: list[_Conn] = []
         for c in self._conns.values():
             if c.rdy > 0:
-                if (now - c.last_msg > self._idle_timeout
-                        or now - c.rdy_set_at > self._low_rdy_timeout):
+                if (
+                    now - c.last_msg > self._idle_timeout
+                    or now - c.rdy_set_at > self._low_rdy_timeout
+                ):
                     targets[c] = 0
                     zeroed.append(c)
                 else:
                     used += c.rdy
         available = budget - used
         if available > 0:
-            waiting = [c for c in self._conns.values()
-                       if c.max_rdy > 0 and (c.rdy == 0 or targets.get(c) == 0)]
+            waiting = [
+                c
+                for c in self._conns.values()
+                if c.max_rdy > 0 and (c.rdy == 0 or targets.get(c) == 0)
+            ]
             for c in self._longest_waiting(waiting, now, zeroed)[:available]:
                 targets[c] = 1
         self._apply(targets, now, out)
@@ -428,11 +433,7 @@ class RdyController:
     def _sync_redistribution(self, now: float) -> None:
         n = len(self._conns)
         mif = self._max_in_flight
-        needed = (
-            self._backoff_at is None
-            and mif > 0
-            and (n > mif if self._level == 0 else n > 1)
-        )
+        needed = self._backoff_at is None and mif > 0 and (n > mif if self._level == 0 else n > 1)
         if not needed:
             self._redistribute_at = None
         elif self._redistribute_at is None:

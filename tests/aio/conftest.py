@@ -1,0 +1,254 @@
+"""Helpers for the asyncio-core tests against real nsqd: deadlines, freezing nsqd, /stats, raw
+consumers.
+
+Every wait is a condition polled until a deadline (``wait_for``), never a bare sleep. A frozen
+nsqd (SIGSTOP) is the honest way to make a real daemon go silent: the kernel keeps accepting its
+TCP traffic, but nothing is read, answered or heartbeated until SIGCONT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import os
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from nsqclient.aio import Reader
+from nsqclient.aio.connection import Connection
+from nsqclient.aio.http import NsqdHTTPClient
+from nsqclient.config import Config
+from nsqclient.errors import ResponseFailedError
+from nsqclient.message import Message
+from nsqclient.protocol.identify import IdentifyOptions
+from nsqclient.testing.daemons import NsqdProcess
+
+DEADLINE = 15.0  # seconds any condition may take before the test fails
+POLL = 0.02
+
+
+def unique(prefix: str = "t") -> str:
+    """A topic or channel name no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+async def wait_for(
+    predicate: Callable[[], object | Awaitable[object]],
+    timeout: float = DEADLINE,
+    what: str = "condition",
+) -> Any:
+    """Poll ``predicate`` (sync or async) until it returns something truthy; return that value.
+
+    Fails the test with ``what`` if the deadline passes first.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last: object = None
+    while True:
+        result = predicate()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return result
+        last = result
+        if loop.time() >= deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+        await asyncio.sleep(POLL)
+
+
+@contextlib.contextmanager
+def frozen(nsqd: NsqdProcess) -> Iterator[None]:
+    """SIGSTOP nsqd for the duration of the block (SIGCONT afterwards, whatever happened)."""
+    pid = nsqd.pid
+    assert pid is not None, f"{nsqd!r} is not running"
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        _wait_stopped(pid)  # the signal is asynchronous: nsqd may still answer for a moment
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+def _wait_stopped(pid: int) -> None:
+    """Block until every thread of ``pid`` is in the stopped state ("T" in /proc)."""
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/stat") as f:
+                    states.append(f.read().rpartition(")")[2].split()[0])
+            except FileNotFoundError:
+                continue  # a thread that just exited
+        if states and all(state in ("T", "t") for state in states):
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"process {pid} did not stop on SIGSTOP (thread states {states})")
+        time.sleep(0.001)
+
+
+class Stats:
+    """``/stats`` of several nsqd through the library's async HTTP client."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, NsqdHTTPClient] = {}
+
+    def http(self, nsqd: NsqdProcess) -> NsqdHTTPClient:
+        """The (cached) async HTTP client of ``nsqd``."""
+        client = self._clients.get(nsqd.http_address)
+        if client is None:
+            client = self._clients[nsqd.http_address] = NsqdHTTPClient(nsqd.http_address)
+        return client
+
+    async def raw(self, nsqd: NsqdProcess, topic: str | None = None) -> dict[str, Any]:
+        return await self.http(nsqd).stats(topic=topic)
+
+    async def topic(self, nsqd: NsqdProcess, topic: str) -> dict[str, Any] | None:
+        """The topic's entry, or None if nsqd does not have it."""
+        stats = await self.raw(nsqd, topic)
+        for entry in stats["topics"]:
+            if entry["topic_name"] == topic:
+                return dict(entry)
+        return None
+
+    async def message_count(self, nsqd: NsqdProcess, topic: str) -> int:
+        entry = await self.topic(nsqd, topic)
+        return 0 if entry is None else int(entry["message_count"])
+
+    async def channel(self, nsqd: NsqdProcess, topic: str, channel: str) -> dict[str, Any]:
+        entry = await self.topic(nsqd, topic)
+        assert entry is not None, f"topic {topic} missing on {nsqd!r}"
+        for chan in entry["channels"]:
+            if chan["channel_name"] == channel:
+                return dict(chan)
+        raise AssertionError(f"channel {channel} missing on {nsqd!r}")
+
+    async def clients(self, nsqd: NsqdProcess) -> list[dict[str, Any]]:
+        """Every TCP client nsqd knows: producers and channel subscribers."""
+        stats = await self.raw(nsqd)
+        found = list(stats.get("producers") or [])
+        for topic in stats["topics"]:
+            for chan in topic["channels"]:
+                found.extend(chan.get("clients") or [])
+        return found
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.aclose()
+
+
+@pytest.fixture
+async def stats() -> AsyncIterator[Stats]:
+    s = Stats()
+    try:
+        yield s
+    finally:
+        await s.aclose()
+
+
+class Collector:
+    """A ConnectionOwner that keeps what it hears (messages are FINed unless ``auto_fin=False``)."""
+
+    def __init__(self, *, auto_fin: bool = True) -> None:
+        self.auto_fin = auto_fin
+        self.messages: list[Message] = []
+        self.response_errors: list[ResponseFailedError] = []
+        self.lost: list[BaseException | None] = []
+
+    def on_messages(self, conn: Connection, messages: list[Message]) -> None:
+        self.messages.extend(messages)
+        if self.auto_fin:
+            for msg in messages:
+                msg.fin()
+
+    def on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
+        pass
+
+    def on_response_error(self, conn: Connection, error: ResponseFailedError) -> None:
+        self.response_errors.append(error)
+
+    def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
+        self.lost.append(exc)
+
+
+def make_connection(
+    nsqd: NsqdProcess | None,
+    owner: Collector | None = None,
+    *,
+    address: tuple[str, int] | None = None,
+    **options: Any,
+) -> Connection:
+    """An unconnected Connection to ``nsqd`` built the way Reader and Writer build theirs."""
+    from nsqclient.aio.tls import make_ssl_context
+
+    config = Config.from_options(**options)
+    if address is None:
+        assert nsqd is not None
+        address = ("127.0.0.1", nsqd.tcp_port)
+    host, port = address
+    return Connection(
+        host,
+        port,
+        config=config,
+        identify=IdentifyOptions.from_config(config),
+        owner=owner,
+        ssl_context=make_ssl_context(config),
+    )
+
+
+@contextlib.asynccontextmanager
+async def connected(
+    nsqd: NsqdProcess, owner: Collector | None = None, **options: Any
+) -> AsyncIterator[Connection]:
+    conn = make_connection(nsqd, owner, **options)
+    await conn.connect()
+    try:
+        yield conn
+    finally:
+        conn.close()
+        try:
+            await asyncio.wait_for(conn.wait_closed(), 5.0)
+        except TimeoutError:
+            conn.abort()
+            await asyncio.wait_for(conn.wait_closed(), DEADLINE)
+
+
+async def consume(
+    nsqd: NsqdProcess, topic: str, channel: str, count: int, **options: Any
+) -> list[Message]:
+    """Read (and FIN) ``count`` messages from one nsqd with a raw subscribed Connection."""
+    owner = Collector()
+    async with connected(nsqd, owner, **options) as conn:
+        await conn.subscribe(topic, channel)
+        conn.send_rdy(min(count, conn.max_rdy_count) or 1)
+        await wait_for(lambda: len(owner.messages) >= count, what=f"{count} messages")
+        assert not owner.lost
+    return owner.messages
+
+
+# -- Reader tests (tests/aio/test_reader_*.py; their other helpers are in reader_support.py) --
+
+
+@pytest.fixture
+async def make_reader() -> AsyncIterator[Callable[..., Reader]]:
+    """``make_reader(topic, channel, **options)`` builds a Reader that is closed at teardown,
+    even when the test failed half-way (no socket or task outlives the test)."""
+    made: list[Reader] = []
+
+    def make(*args: Any, **kwargs: Any) -> Reader:
+        reader = Reader(*args, **kwargs)
+        made.append(reader)
+        return reader
+
+    try:
+        yield make
+    finally:
+        for reader in made:
+            await reader.close()
