@@ -75,8 +75,8 @@ class Config:
     user_agent: str | None = None
     feature_negotiation: bool = True
     heartbeat_interval: Duration = 30_000
-    output_buffer_size: int = 16_384
-    output_buffer_timeout: Duration = 250
+    output_buffer_size: int = 0  # 0: nsqd's --output-buffer-size default (16 KiB)
+    output_buffer_timeout: Duration = 0  # 0: nsqd's --output-buffer-timeout (250 ms)
     sample_rate: int = 0
     msg_timeout: Duration = 0
 

@@ -40,7 +40,7 @@ from ..flow.requeue import requeue_delay_ms
 from ..message import Message
 from ..protocol import commands
 from ..protocol.compression import Codec, DeflateCodec, SnappyCodec
-from ..protocol.frames import CLOSE_WAIT, HEARTBEAT, ErrorFrame, Event, FrameDecoder, Response
+from ..protocol.frames import CLOSE_WAIT, HEARTBEAT, OK, ErrorFrame, Event, FrameDecoder, Response
 from ..protocol.handshake import EnableCompression, Handshake, HandshakeDone, Send, StartTLS
 from ..protocol.identify import AuthResponse, IdentifyOptions, IdentifyResponse
 from .addresses import format_address
@@ -72,6 +72,9 @@ class ConnectionState(enum.Enum):
 class ConnectionOwner(Protocol):
     """What a Reader or Writer hears from its connections. Called on the loop thread."""
 
+    #: whether every FIN must be reported through ``on_message_result`` (else only counted)
+    watch_fin: bool
+
     def on_messages(self, conn: Connection, messages: list[Message]) -> None: ...
 
     def on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
@@ -82,14 +85,9 @@ class ConnectionOwner(Protocol):
     def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None: ...
 
 
-class _Pending:
-    """A reply-producing command waiting for its response."""
-
-    __slots__ = ("deadline", "future")
-
-    def __init__(self, future: asyncio.Future[bytes], deadline: float) -> None:
-        self.future = future
-        self.deadline = deadline
+# A reply-producing command waiting for its response: (future, deadline). A tuple, not an
+# object: one is made per publish.
+_Pending = tuple[asyncio.Future[bytes], float]
 
 
 class Connection(asyncio.Protocol):
@@ -309,9 +307,14 @@ class Connection(asyncio.Protocol):
             self._deliver(events)  # type: ignore[arg-type]  # all messages: the common case
             return
         messages: list[Message] = []
+        pending = self._pending
         for event in events:
             if event.__class__ is Message:
                 messages.append(event)
+            elif event is OK and pending:  # a publish acknowledged: the PUB hot path
+                future = pending.popleft()[0]
+                if not future.done():
+                    future.set_result(b"OK")
             elif event is HEARTBEAT:
                 self.heartbeats_received += 1
                 self._write(_NOP)
@@ -344,9 +347,9 @@ class Connection(asyncio.Protocol):
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
         if self._pending:
-            item = self._pending.popleft()
-            if not item.future.done():  # else the caller gave up; the reply still used its slot
-                item.future.set_result(event.data)
+            future = self._pending.popleft()[0]
+            if not future.done():  # else the caller gave up; the reply still used its slot
+                future.set_result(event.data)
             return
         log.error(
             "nsqd %s: response %r with no command pending; closing", self.address, event.data[:40]
@@ -364,9 +367,9 @@ class Connection(asyncio.Protocol):
             return
         log.debug("nsqd %s: %s", self.address, error)
         if self._pending:
-            item = self._pending.popleft()
-            if not item.future.done():
-                item.future.set_exception(error)
+            future = self._pending.popleft()[0]
+            if not future.done():
+                future.set_exception(error)
         self.close_exception = error
         # nsqd closes the connection after every other error; do not wait for it
         self.abort(error)
@@ -399,15 +402,15 @@ class Connection(asyncio.Protocol):
             owner.on_connection_lost(self, cause)
 
     def _fail_pending(self, cause: BaseException | None) -> None:
-        for item in self._pending:
-            if not item.future.done():
+        for future, _deadline in self._pending:
+            if not future.done():
                 err = ConnectionClosedError(
                     "connection closed before nsqd replied; the command may or may not "
                     "have been applied",
                     address=self.address,
                 )
                 err.__cause__ = cause
-                item.future.set_exception(err)
+                future.set_exception(err)
         self._pending.clear()
 
     def pause_writing(self) -> None:
@@ -504,7 +507,7 @@ class Connection(asyncio.Protocol):
                 self._next_deadline = deadline
         else:
             deadline = float("inf")
-        self._pending.append(_Pending(fut, deadline))
+        self._pending.append((fut, deadline))
         self._write(data)
         return fut
 
@@ -559,7 +562,7 @@ class Connection(asyncio.Protocol):
         self.rdy = 0
         deadline = self._loop.time() + timeout
         self._next_deadline = min(self._next_deadline, deadline)
-        self._pending.append(_Pending(self._loop.create_future(), deadline))
+        self._pending.append((self._loop.create_future(), deadline))
         self._write(commands.cls())
         try:
             async with asyncio.timeout(timeout):
@@ -579,7 +582,7 @@ class Connection(asyncio.Protocol):
             return
         self.messages_finished += 1
         owner = self.owner
-        if owner is not None:
+        if owner is not None and owner.watch_fin:
             # first, as go-nsq does: a RDY this result causes (backoff) goes out before the FIN,
             # so nsqd cannot fill the freed slot before it sees the new RDY
             owner.on_message_result(self, msg, True, False)
@@ -656,11 +659,10 @@ class Connection(asyncio.Protocol):
     def _expire(self, now: float) -> None:
         """Fail every pending request whose deadline passed; the replies keep their slots."""
         earliest = float("inf")
-        for item in self._pending:
-            future = item.future
+        for future, deadline in self._pending:
             if future.done():
                 continue
-            if item.deadline <= now:
+            if deadline <= now:
                 future.set_exception(
                     NSQTimeoutError(
                         "no reply from nsqd before the timeout; the command may "
@@ -668,8 +670,8 @@ class Connection(asyncio.Protocol):
                         address=self.address,
                     )
                 )
-            elif item.deadline < earliest:
-                earliest = item.deadline
+            elif deadline < earliest:
+                earliest = deadline
         self._next_deadline = earliest
 
     # ------------------------------------------------------------------ closing

@@ -136,6 +136,10 @@ class HandlerRunner:
         except Exception:
             self.failed(msg)
             return None
+        if result is None:  # the common case: FIN unless answered or taken over
+            if self.auto_fin and not msg._responded and msg._auto:
+                msg.fin()
+            return None
         if inspect.isawaitable(result):
             return result
         self.succeeded(msg, result)

@@ -95,7 +95,10 @@ class Reader:
             )
         ]
         self.on_giving_up = on_giving_up
-        self.tracker = MessageTracker()
+        self.tracker = MessageTracker(self._update_watch)
+        #: connections report each FIN only while this is true (backoff, or someone waits for
+        #: the tracker to empty): the common FIN then costs no call into the Reader
+        self.watch_fin = False
         self._flow = RdyController.from_config(self.config)
         self._queue = MessageQueue()
         self._sink: MessageSink = sink if sink is not None else self._queue
@@ -125,7 +128,7 @@ class Reader:
         self._closed_event = asyncio.Event()
         self._max_attempts = self.config.max_attempts
         self.received = 0
-        self.finished = 0
+        self._finished_closed = 0  # FINs on connections that are gone
         self.requeued = 0
         self.given_up = 0
         self.response_errors = 0
@@ -308,6 +311,7 @@ class Reader:
         addr = (conn.host, conn.port)
         if self._conns.get(addr) is conn:
             del self._conns[addr]
+            self._finished_closed += conn.messages_finished
         orphans = self.tracker.detach(conn)
         if isinstance(self._sink, MessageQueue):
             self._sink.purge(lambda m: m._responder is not conn)
@@ -342,10 +346,21 @@ class Reader:
         if self._direct:
             runner = self._runner
             assert runner is not None
+            handler = runner.handler
+            auto_fin = runner.auto_fin
             for msg in messages:
-                awaitable = runner.run_sync(msg)
-                if awaitable is not None:
-                    self._spawn_handler(self._finish_awaitable(runner, msg, awaitable))
+                try:
+                    result = handler(msg)
+                except Exception:
+                    runner.failed(msg)
+                    continue
+                if result is None:  # the common case, inline: FIN unless answered or taken over
+                    if auto_fin and not msg._responded and msg._auto:
+                        msg.fin()
+                elif inspect.isawaitable(result):
+                    self._spawn_handler(self._finish_awaitable(runner, msg, result))
+                else:
+                    runner.succeeded(msg, result)
         elif messages:
             self._sink.put(messages)
 
@@ -387,10 +402,17 @@ class Reader:
         else:
             runner.succeeded(msg, result)
 
+    @property
+    def finished(self) -> int:
+        """Messages FIN'd (counted by the connections, so a FIN costs no call here)."""
+        return self._finished_closed + sum(c.messages_finished for c in self._conns.values())
+
+    def _update_watch(self) -> None:
+        self.watch_fin = self._flow.in_backoff or self.tracker.has_waiters
+
     def on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
         flow = self._flow
         if fin:
-            self.finished += 1
             if flow.in_backoff:
                 self._apply(flow.message_result(_SUCCESS, self._now()))
         else:
@@ -425,6 +447,7 @@ class Reader:
             self._flow_at = at
             if at is not None and self._loop is not None:
                 self._flow_handle = self._loop.call_at(at, self._on_flow_timer)
+        self.watch_fin = self._flow.in_backoff or self.tracker.has_waiters
 
     def _on_flow_timer(self) -> None:
         self._flow_handle = None

@@ -9,7 +9,7 @@ Reader wait for handlers to answer what they hold.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from ..message import Message
@@ -23,9 +23,10 @@ __all__ = ["MessageTracker"]
 class MessageTracker:
     """Messages in flight per connection. Lives on the Reader's event loop; no locks."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_waiters_changed: Callable[[], None] | None = None) -> None:
         self._ledgers: dict[Connection, dict[bytes, Message]] = {}
         self._waiters: list[asyncio.Future[None]] = []
+        self._on_waiters_changed = on_waiters_changed
         #: messages that were in flight on a connection when it died; nsqd redelivers them after
         #: its msg_timeout, and answers to them are no longer possible
         self.lost = 0
@@ -81,6 +82,8 @@ class MessageTracker:
             return True
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
+        if self._on_waiters_changed is not None:
+            self._on_waiters_changed()
         try:
             async with asyncio.timeout(timeout):
                 await fut
@@ -89,4 +92,6 @@ class MessageTracker:
         finally:
             if fut in self._waiters:
                 self._waiters.remove(fut)
+            if self._on_waiters_changed is not None:
+                self._on_waiters_changed()
         return True

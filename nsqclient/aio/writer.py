@@ -31,17 +31,21 @@ from .addresses import (
     parse_addresses,
     parse_http_address,
 )
-from .connection import Connection
+from .connection import Connection, ConnectionState
 from .discovery import LookupdPoller
 from .tls import make_ssl_context
 
 __all__ = ["Writer", "create_writer"]
+
+_CONNECTED = ConnectionState.CONNECTED
 
 log = logging.getLogger("nsqclient.writer")
 
 
 class Writer:
     """Publish to nsqd. Options are :class:`~nsqclient.config.Config` fields."""
+
+    watch_fin = False  # ConnectionOwner: a Writer's connections never receive messages
 
     def __init__(
         self,
@@ -281,6 +285,27 @@ class Writer:
         )
 
     async def _publish(self, data: bytes, count: int, timeout: float | None) -> None:
+        # fast path: connected, a free slot, a healthy connection (one check each, no clock read)
+        if self._started and not self._closed and self._outstanding < self._max_pending:
+            conn = self._pick()
+            if conn is not None:
+                self._outstanding += 1
+                try:
+                    await conn.request(data, self._publish_timeout if timeout is None else timeout)
+                except BaseException:
+                    self.failed += 1
+                    raise
+                finally:
+                    self._outstanding -= 1
+                    if self._slot_waiters:
+                        self._wake_slot()
+                    if self._idle_waiters and not self._outstanding:
+                        self._wake_idle()
+                self.published += count
+                return
+        await self._publish_slow(data, count, timeout)
+
+    async def _publish_slow(self, data: bytes, count: int, timeout: float | None) -> None:
         if self._closed:
             raise ClosedError("this Writer was closed; create a new one")
         if not self._started:
@@ -364,7 +389,7 @@ class Writer:
         n = len(healthy)
         if n == 1:
             conn = healthy[0]
-            return conn if conn.is_open else None
+            return conn if conn.state is _CONNECTED else None
         for _ in range(n):
             self._rr = (self._rr + 1) % n
             conn = healthy[self._rr]

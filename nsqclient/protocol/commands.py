@@ -63,8 +63,22 @@ def sub(topic: str | bytes, channel: str | bytes) -> bytes:
 
 
 def pub(topic: str | bytes, body: object, *, max_msg_size: int = DEFAULT_MAX_MSG_SIZE) -> bytes:
+    try:
+        prefix = _pub_prefixes.get(topic)
+    except TypeError:  # unhashable: validate_topic below says what is wrong
+        prefix = None
+    if prefix is not None and type(body) is bytes and 0 < len(body) <= max_msg_size:
+        return b"".join((prefix, _pack_u32(len(body)), body))  # the hot path: one join
     data = check_body(body, max_msg_size)
-    return b"".join((b"PUB ", validate_topic(topic), b"\n", _pack_u32(body_size(data)), data))
+    prefix = b"".join((b"PUB ", validate_topic(topic), b"\n"))
+    if type(topic) is str or type(topic) is bytes:
+        if len(_pub_prefixes) >= 4096:
+            _pub_prefixes.clear()
+        _pub_prefixes[topic] = prefix
+    return b"".join((prefix, _pack_u32(body_size(data)), data))
+
+
+_pub_prefixes: dict[str | bytes, bytes] = {}  # validated topic -> b"PUB <topic>\n"
 
 
 def dpub(

@@ -37,8 +37,8 @@ class IdentifyOptions:
     user_agent: str = dataclasses.field(default_factory=default_user_agent)
     feature_negotiation: bool = True
     heartbeat_interval: int = 30_000
-    output_buffer_size: int = 16_384
-    output_buffer_timeout: int = 250
+    output_buffer_size: int = 0  # 0: nsqd's configured default
+    output_buffer_timeout: int = 0  # 0: nsqd's configured default
     tls_v1: bool = False
     snappy: bool = False
     deflate: bool = False

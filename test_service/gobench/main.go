@@ -380,6 +380,8 @@ func (c *collector) HandleMessage(m *nsq.Message) error {
 func newConsumer(o options, c *collector) (*nsq.Consumer, error) {
 	cfg := nsq.NewConfig()
 	cfg.MaxInFlight = o.maxInFlight
+	// go-nsq sends 250ms by default; use the same flush interval as the nsqd flag (BENCHMARKS.md)
+	cfg.OutputBufferTimeout = 25 * time.Millisecond
 	cons, err := nsq.NewConsumer(o.topic, o.channel, cfg)
 	if err != nil {
 		return nil, err

@@ -156,6 +156,8 @@ async def stats() -> AsyncIterator[Stats]:
 class Collector:
     """A ConnectionOwner that keeps what it hears (messages are FINed unless ``auto_fin=False``)."""
 
+    watch_fin = True  # hear about every FIN too
+
     def __init__(self, *, auto_fin: bool = True) -> None:
         self.auto_fin = auto_fin
         self.messages: list[Message] = []

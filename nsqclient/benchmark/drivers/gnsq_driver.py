@@ -129,6 +129,7 @@ def _consumer(a: argparse.Namespace, collector: common.Collector) -> Any:
         nsqd_tcp_addresses=[a.nsqd_tcp],
         max_in_flight=a.max_in_flight,
         message_handler=handler,
+        output_buffer_timeout=25,  # gnsq sends 250 by default; same flush as nsqd's flag
     )
     consumer.start(block=False)
     return consumer
