@@ -5,77 +5,89 @@
   loop: the queue is unbounded because RDY already bounds what nsqd can send.
 * :class:`ThreadResponder` stands in for a connection as the responder of messages that crossed
   to threads: ``msg.fin()``/``req()``/``touch()`` from any thread append to a deque and schedule
-  at most one loop wake-up, which applies every queued response in order.
-* :class:`PublishQueue` carries encoded publishes from threads to the loop through a *bounded*
-  janus queue (a full queue blocks the publishing threads: that is the backpressure); a pump task
-  drains it in batches and links each nsqd acknowledgement to the caller's future.
+  at most one loop wake-up (:class:`ResponseBatcher`), which applies every queued response in
+  order.
 
-janus is in maintenance mode; keeping it behind these three classes keeps it swappable.
+janus is in maintenance mode; keeping it behind these classes keeps it swappable. The publish
+direction (:mod:`.publish`) does not use it: janus wakes an awaiting consumer with one task and
+one self-pipe write per ``put``, which was the largest cost of publishing from threads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import logging
 import threading
+import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import janus
 
-from ..errors import ClosedError, NSQTimeoutError
+from ..aio.connection import ConnectionState
+from ..errors import ClosedError
 from ..message import Message
-from ..protocol.frames import Event
+from . import portal
 
-__all__ = ["Empty", "PublishQueue", "ThreadResponder", "ThreadSink"]
+__all__ = ["Empty", "ResponseBatcher", "ThreadResponder", "ThreadSink", "is_live"]
 
 log = logging.getLogger("nsqclient.sync")
 
-_Event = Event  # re-exported type only for readers of this module
+_CLOSED_STATE = ConnectionState.CLOSED
 
 
 class Empty(Exception):
     """No batch arrived within the wait slice."""
 
 
-class _Closed(Exception):
-    """The sink was closed and drained."""
-
-
 class ResponseBatcher:
-    """Applies message responses made on user threads, on the loop, in batches."""
+    """Applies message responses made on user threads, on the loop, in batches.
+
+    A FIN (the common response) is queued as the message itself; REQ and TOUCH as a call. The
+    first response after a drain schedules the next drain (one wake-up for many responses).
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, loop_thread_id: int | None) -> None:
         self._loop = loop
-        self._loop_thread_id = loop_thread_id
-        self._ops: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]] = (
+        self.loop_thread_id = loop_thread_id
+        self.generation = portal.fork_generation
+        self.ops: collections.deque[Message | tuple[Callable[..., None], tuple[Any, ...]]] = (
             collections.deque()
         )
-        self._scheduled = False
+        self.scheduled = False
 
     def submit(self, fn: Callable[..., None], *args: Any) -> None:
-        if threading.get_ident() == self._loop_thread_id:
+        if portal.fork_generation != self.generation:
+            # a message delivered to the parent before a fork: the parent answers it (checked
+            # first: a thread of the child may reuse the ident of the parent's loop thread)
+            return
+        if threading.get_ident() == self.loop_thread_id:
             fn(*args)
             return
-        self._ops.append((fn, args))
-        if not self._scheduled:
-            self._scheduled = True
-            try:
-                self._loop.call_soon_threadsafe(self._drain)
-            except RuntimeError:  # loop closed: the connection is gone anyway
-                self._scheduled = False
-                self._ops.clear()
+        self.ops.append((fn, args))
+        if not self.scheduled:
+            self.schedule()
+
+    def schedule(self) -> None:
+        self.scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # loop closed: the connection is gone anyway
+            self.scheduled = False
+            self.ops.clear()
 
     def _drain(self) -> None:
-        self._scheduled = False  # first: responses queued from now on schedule another drain
-        ops = self._ops
+        self.scheduled = False  # first: responses queued from now on schedule another drain
+        ops = self.ops
         while ops:
-            fn, args = ops.popleft()
+            op = ops.popleft()
             try:
-                fn(*args)
+                if op.__class__ is Message:
+                    op._responder.conn.message_fin(op)  # type: ignore[union-attr]
+                else:
+                    fn, args = op  # type: ignore[misc]
+                    fn(*args)
             except Exception:
                 log.exception("applying a message response failed")
 
@@ -83,24 +95,42 @@ class ResponseBatcher:
 class ThreadResponder:
     """The responder of a message handed to threads: hops each response to the loop."""
 
-    __slots__ = ("_batcher", "_conn")
+    __slots__ = ("_batcher", "conn")
 
     def __init__(self, conn: Any, batcher: ResponseBatcher) -> None:
-        self._conn = conn
+        self.conn = conn
         self._batcher = batcher
 
     @property
     def address(self) -> str:
-        return str(self._conn.address)
+        return str(self.conn.address)
 
     def message_fin(self, msg: Message) -> None:
-        self._batcher.submit(self._conn.message_fin, msg)
+        # the hot path of ``for msg in reader: msg.fin()``, so ``submit`` is inlined
+        batcher = self._batcher
+        if portal.fork_generation != batcher.generation:
+            return  # the parent's message (see ResponseBatcher.submit)
+        if threading.get_ident() == batcher.loop_thread_id:
+            self.conn.message_fin(msg)
+            return
+        batcher.ops.append(msg)
+        if not batcher.scheduled:
+            batcher.schedule()
 
     def message_req(self, msg: Message, delay_ms: int | None, backoff: bool) -> None:
-        self._batcher.submit(self._conn.message_req, msg, delay_ms, backoff)
+        self._batcher.submit(self.conn.message_req, msg, delay_ms, backoff)
 
     def message_touch(self, msg: Message) -> None:
-        self._batcher.submit(self._conn.message_touch, msg)
+        self._batcher.submit(self.conn.message_touch, msg)
+
+
+def is_live(msg: Message) -> bool:
+    """Unanswered, and its connection is still up. A message whose connection died can no longer
+    be answered (nsqd redelivers it), so it is not handed to the application."""
+    if msg._responded:
+        return False
+    responder = msg._responder
+    return not isinstance(responder, ThreadResponder) or responder.conn.state is not _CLOSED_STATE
 
 
 class ThreadSink:
@@ -111,7 +141,7 @@ class ThreadSink:
         self._queue: janus.Queue[list[Message]] = janus.Queue()
         self._batcher = ResponseBatcher(loop, loop_thread_id)
         self._responders: dict[Any, ThreadResponder] = {}
-        self._split = max(1, split)
+        self.split = max(1, split)
         self._closed = False
 
     # -- loop side (MessageSink) --
@@ -123,6 +153,9 @@ class ThreadSink:
         responder = self._responders.get(conn)
         if responder is None:
             responder = self._responders[conn] = ThreadResponder(conn, self._batcher)
+            if len(self._responders) > 64:  # forget responders of connections that died
+                for old in [c for c in self._responders if c.state is _CLOSED_STATE]:
+                    del self._responders[old]
         for msg in messages:
             if msg._responder is conn:
                 msg._responder = responder
@@ -133,8 +166,9 @@ class ThreadSink:
                     resp = self._responders[other] = ThreadResponder(other, self._batcher)
                 msg._responder = resp
         put = self._queue.async_q.put_nowait
-        if self._split > 1 and len(messages) > self._split:
-            size = -(-len(messages) // self._split)
+        split = self.split
+        if split > 1 and len(messages) > 1:
+            size = -(-len(messages) // split)
             for start in range(0, len(messages), size):
                 put(messages[start : start + size])
         else:
@@ -154,117 +188,29 @@ class ThreadSink:
             self._closed = True
             self._queue.shutdown()
 
-    def forget_connection(self, conn: Any) -> None:
-        self._responders.pop(conn, None)
-
     # -- thread side --
 
     def get_batch(self, timeout: float) -> list[Message]:
-        """Block up to ``timeout`` for the next batch; raises Empty, or ClosedError once closed."""
-        try:
-            return self._queue.sync_q.get(timeout=timeout)
-        except janus.SyncQueueEmpty:
-            raise Empty from None
-        except janus.SyncQueueShutDown:
-            raise ClosedError("the reader is closed") from None
+        """Block up to ``timeout`` for the next batch; raises Empty, or ClosedError once closed.
+
+        A batch whose connection died meanwhile is dropped: nsqd redelivers those messages, and
+        answers to them could no longer reach it.
+        """
+        deadline = time.monotonic() + timeout
+        get = self._queue.sync_q.get
+        while True:
+            try:
+                batch = get(timeout=max(0.0, deadline - time.monotonic()))
+            except janus.SyncQueueEmpty:
+                raise Empty from None
+            except janus.SyncQueueShutDown:
+                raise ClosedError("the reader is closed") from None
+            responder = batch[0]._responder
+            if not isinstance(responder, ThreadResponder) or responder.conn.state is not (
+                _CLOSED_STATE
+            ):
+                return batch
 
     @property
     def batcher(self) -> ResponseBatcher:
         return self._batcher
-
-
-class PublishQueue:
-    """Bounded thread -> loop queue of encoded publishes. Create it on the loop thread."""
-
-    def __init__(self, maxsize: int) -> None:
-        self._queue: janus.Queue[tuple[bytes, int, float | None, concurrent.futures.Future[None]]]
-        self._queue = janus.Queue(maxsize)
-        self._closed = False
-
-    def put(
-        self, data: bytes, count: int, timeout: float | None, deadline: float
-    ) -> concurrent.futures.Future[None]:
-        """From a user thread: enqueue, blocking while the queue is full (backpressure)."""
-        future: concurrent.futures.Future[None] = concurrent.futures.Future()
-        sync_q = self._queue.sync_q
-        item = (data, count, timeout, future)
-        while True:
-            remaining = deadline - _now()
-            if remaining <= 0:
-                raise NSQTimeoutError(
-                    "the publish queue stayed full until the timeout (nsqd is slow or down)"
-                )
-            try:
-                sync_q.put(item, timeout=min(0.1, remaining))
-                return future
-            except janus.SyncQueueFull:
-                continue
-            except janus.SyncQueueShutDown:
-                raise ClosedError("this SyncWriter was closed; create a new one") from None
-
-    async def pump(self, publish: Callable[[bytes, int, float | None], Any]) -> None:
-        """Loop side: drain batches and hand each item to ``publish``, which returns the
-        acknowledgement future at once, or a coroutine that first waits until the Writer can
-        send (connecting, or a free pending slot) and then returns it."""
-        async_q = self._queue.async_q
-        while True:
-            try:
-                first = await async_q.get()
-            except janus.AsyncQueueShutDown:
-                return
-            batch = [first]
-            try:
-                while len(batch) < 1024:
-                    batch.append(async_q.get_nowait())
-            except (janus.AsyncQueueEmpty, janus.AsyncQueueShutDown):
-                pass
-            for data, count, timeout, future in batch:
-                if not future.set_running_or_notify_cancel():
-                    continue
-                try:
-                    result = publish(data, count, timeout)
-                    if not asyncio.isfuture(result):
-                        result = await result
-                    result.add_done_callback(partial(_transfer, future))
-                except BaseException as exc:  # the caller gets exactly what the core raised
-                    if not future.done():
-                        future.set_exception(exc)
-                    if isinstance(exc, asyncio.CancelledError):
-                        raise
-
-    def fail_pending(self, exc: BaseException) -> None:
-        """Loop side: fail everything still queued (closing)."""
-        get = self._queue.async_q.get_nowait
-        while True:
-            try:
-                *_, future = get()
-            except (janus.AsyncQueueEmpty, janus.AsyncQueueShutDown):
-                return
-            if future.set_running_or_notify_cancel():
-                future.set_exception(exc)
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._queue.shutdown()
-
-    async def aclose(self) -> None:
-        self.close()
-        await self._queue.aclose()
-
-
-def _transfer(target: concurrent.futures.Future[None], source: asyncio.Future[Any]) -> None:
-    if source.cancelled():
-        target.set_exception(NSQTimeoutError("the publish was cancelled"))
-        return
-    exc = source.exception()
-    if exc is not None:
-        target.set_exception(exc)
-    else:
-        target.set_result(None)
-
-
-def _now() -> float:
-    import time
-
-    return time.monotonic()

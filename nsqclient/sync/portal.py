@@ -7,9 +7,14 @@ a wait in short slices, so Ctrl-C lands promptly; on timeout or interrupt the ta
 A call made *from* the loop thread raises at once instead of deadlocking. Exceptions arrive as the
 very object the coroutine raised.
 
+:class:`Lifetime` runs an object's start and its close inside one task on the loop, so an async
+resource is entered and exited by the same task (what TaskGroups and ``asyncio.timeout`` need).
+
 Fork safety: after ``os.fork()`` the child forgets the parent's loop thread (it does not exist in
 the child) and starts its own on first use; objects created before the fork notice through
-:data:`fork_generation` and rebuild themselves instead of touching inherited sockets.
+:data:`fork_generation` and rebuild themselves instead of touching inherited sockets. Objects still
+open at interpreter exit are closed gracefully (``atexit``, and multiprocessing's exit hook in
+forked children, which skip ``atexit``).
 """
 
 from __future__ import annotations
@@ -19,19 +24,31 @@ import atexit
 import concurrent.futures
 import logging
 import os
+import sys
 import threading
-import weakref
-from collections.abc import Callable, Coroutine
-from typing import Any, Protocol, TypeVar
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Generic, Protocol, TypeVar
 
-from ..errors import NSQError, NSQTimeoutError
+from ..errors import ClosedError, NSQError, NSQTimeoutError
 
-__all__ = ["LoopThread", "fork_generation", "get_loop", "run_in_loop"]
+__all__ = [
+    "SLICE",
+    "Lifetime",
+    "LoopThread",
+    "fork_generation",
+    "fork_lock",
+    "get_loop",
+    "run_in_loop",
+    "wait_future",
+]
 
 log = logging.getLogger("nsqclient.sync")
 
 T = TypeVar("T")
-_SLICE = 0.1  # seconds between wake-ups while a user thread waits (lets Ctrl-C land)
+SLICE = 0.1  # seconds between wake-ups while a user thread waits (lets Ctrl-C land)
+_START_TIMEOUT = 10.0
+_STOP_TIMEOUT = 10.0
 _EXIT_CLOSE_TIMEOUT = 5.0
 
 #: incremented in a forked child; sync objects compare it to the value they were created with
@@ -51,30 +68,33 @@ class LoopThread:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.leases = 0
-        self._ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="nsqclient-loop", daemon=True)
+        self.pid = os.getpid()
+        started = threading.Event()
+        self.thread = threading.Thread(
+            target=self._run, args=(started,), name="nsqclient-loop", daemon=True
+        )
         self.thread.start()
-        self._ready.wait()
+        if not started.wait(_START_TIMEOUT):  # pragma: no cover - a wedged interpreter
+            raise NSQError("the nsqclient loop thread did not start")
         self.thread_id = self.thread.ident
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.call_soon(self._ready.set)
+    def _run(self, started: threading.Event) -> None:
+        loop = self.loop
+        asyncio.set_event_loop(loop)
+        loop.call_soon(started.set)
         try:
-            self.loop.run_forever()
+            loop.run_forever()
         finally:
             try:
-                self._cancel_all()
-                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+                tasks = asyncio.all_tasks(loop)
+                for task in tasks:
+                    task.cancel()
+                if tasks:
+                    loop.run_until_complete(asyncio.wait(tasks, timeout=_STOP_TIMEOUT))
+                loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
-                self.loop.close()
-
-    def _cancel_all(self) -> None:
-        tasks = asyncio.all_tasks(self.loop)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+                asyncio.set_event_loop(None)
+                loop.close()
 
     # -- leases --
 
@@ -83,7 +103,7 @@ class LoopThread:
         """Take a lease on the shared loop thread, starting it if needed."""
         with cls._lock:
             inst = cls._instance
-            if inst is None or not inst.thread.is_alive():
+            if inst is None or not inst.thread.is_alive() or inst.pid != os.getpid():
                 inst = cls._instance = LoopThread()
             inst.leases += 1
             return inst
@@ -97,23 +117,29 @@ class LoopThread:
             LoopThread._instance = None
         self.stop()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = _STOP_TIMEOUT) -> None:
         if not self.thread.is_alive():
             return
-        if threading.get_ident() == self.thread_id:
+        if self.in_loop_thread:
             self.loop.stop()  # the thread exits after this callback returns
             return
-        self.loop.call_soon_threadsafe(self.loop.stop)
+        try:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        except RuntimeError:  # already closed
+            return
         self.thread.join(timeout)
+        if self.thread.is_alive():  # pragma: no cover - something blocks the loop
+            log.warning("the nsqclient loop thread did not stop within %.1fs", timeout)
 
     # -- calls --
 
     @property
     def in_loop_thread(self) -> bool:
-        return threading.get_ident() == self.thread_id
+        # the pid check matters after a fork, where a thread may reuse the old loop's ident
+        return threading.get_ident() == self.thread_id and os.getpid() == self.pid
 
     def check_not_in_loop(self, what: str = "this call") -> None:
-        if threading.get_ident() == self.thread_id:
+        if threading.get_ident() == self.thread_id and os.getpid() == self.pid:
             raise NSQError(
                 f"{what} blocks, and was made from the nsqclient loop thread itself, where it "
                 "would deadlock; from async code use the .aio object and await it instead"
@@ -121,82 +147,175 @@ class LoopThread:
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Schedule ``coro`` on the loop; returns a thread-safe future."""
-        if threading.get_ident() == self.thread_id:
+        if self.in_loop_thread:
             coro.close()
             self.check_not_in_loop()
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return asyncio.run_coroutine_threadsafe(coro, self.loop)
+        except RuntimeError:  # the loop is closed
+            coro.close()
+            raise ClosedError("the nsqclient loop thread has stopped") from None
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run ``coro`` on the loop and wait for its result, interruptibly."""
-        future = self.submit(coro)
-        return wait_future(future, timeout)
+        return wait_future(self.submit(coro), timeout)
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` on the loop without waiting (thread-safe)."""
-        if threading.get_ident() == self.thread_id:
+        if self.in_loop_thread:
             fn(*args)
         else:
             self.loop.call_soon_threadsafe(fn, *args)
 
 
 def wait_future(future: concurrent.futures.Future[T], timeout: float | None) -> T:
-    """Wait for a loop-side future in short slices; cancel it on timeout or interrupt."""
+    """Wait for a loop-side future in short slices; cancel it on timeout or interrupt.
+
+    The result, or the very exception object the loop side raised, is returned or raised.
+    """
     if future.done():
         return future.result()
-    deadline = None if timeout is None else _monotonic() + timeout
+    deadline = None if timeout is None else time.monotonic() + timeout
     try:
         while True:
-            remaining = _SLICE if deadline is None else min(_SLICE, deadline - _monotonic())
-            if remaining <= 0:
-                future.cancel()
-                raise NSQTimeoutError(f"no result within {timeout:.3g}s")
+            if deadline is None:
+                remaining = SLICE
+            else:
+                remaining = min(SLICE, deadline - time.monotonic())
+                if remaining <= 0:
+                    future.cancel()
+                    raise NSQTimeoutError(f"no result within {timeout:.3g}s")
             try:
                 return future.result(remaining)
-            except concurrent.futures.TimeoutError:
-                if future.done():  # raced: the result arrived as the slice ended
-                    return future.result()
-                continue
+            except TimeoutError:  # concurrent.futures.TimeoutError is TimeoutError since 3.11
+                if future.done():
+                    raise  # the coroutine's own TimeoutError (e.g. NSQTimeoutError), as is
     except BaseException:
         if not future.done():
             future.cancel()
         raise
 
 
-def _monotonic() -> float:
-    import time
+class Lifetime(Generic[T]):
+    """One task on the loop that starts an object, waits, and closes it.
 
-    return time.monotonic()
+    ``enter(start)`` creates the task, which awaits ``start()`` and reports its result;
+    ``exit(close)`` hands the task the coroutine function that closes the object and waits
+    for it. Entering and exiting inside one task is what an async context manager needs.
+    """
+
+    def __init__(self, portal: LoopThread) -> None:
+        self._portal = portal
+        self._exit: asyncio.Future[Callable[[], Awaitable[None]]] | None = None
+        self._task: concurrent.futures.Future[None] | None = None
+
+    @property
+    def entered(self) -> bool:
+        return self._task is not None
+
+    def enter(self, start: Callable[[], Awaitable[T]], timeout: float | None) -> T:
+        started: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._task = self._portal.submit(self._hold(start, started))
+        try:
+            return wait_future(started, timeout)
+        except BaseException:
+            self._task.cancel()
+            raise
+
+    async def _hold(
+        self, start: Callable[[], Awaitable[T]], started: concurrent.futures.Future[T]
+    ) -> None:
+        self._exit = asyncio.get_running_loop().create_future()
+        if not started.set_running_or_notify_cancel():
+            return
+        try:
+            value = await start()
+        except BaseException as exc:
+            started.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        started.set_result(value)
+        close = await self._exit
+        await close()
+
+    def exit(self, close: Callable[[], Awaitable[None]], timeout: float | None) -> None:
+        task = self._task
+        if task is None or task.done():
+            self._portal.call(_run(close), timeout)
+            return
+        self._portal.call_soon(self._request_exit, close)
+        wait_future(task, timeout)
+
+    def _request_exit(self, close: Callable[[], Awaitable[None]]) -> None:
+        fut = self._exit
+        if fut is not None and not fut.done():
+            fut.set_result(close)
 
 
-# -- registry of open sync objects, closed gracefully at interpreter exit --
+async def _run(close: Callable[[], Awaitable[None]]) -> None:
+    await close()
 
-_open: weakref.WeakSet[Any] = weakref.WeakSet()
+
+# -- fork: a lock that a forked child gets fresh, for objects rebuilding themselves --
+
+_fork_lock = threading.RLock()
+
+
+def fork_lock() -> threading.RLock:
+    """Held while an object created before a fork rebuilds itself in the child."""
+    return _fork_lock
+
+
+# -- registry of open sync objects, closed gracefully at interpreter exit (newest first) --
+
+_open: dict[int, Closable] = {}
+_mp_hook_pid: int | None = None
 
 
 def register_open(obj: Closable) -> None:
-    _open.add(obj)
+    _open[id(obj)] = obj
+    _hook_multiprocessing_exit()
 
 
 def unregister_open(obj: Closable) -> None:
-    _open.discard(obj)
+    _open.pop(id(obj), None)
 
 
-@atexit.register
 def _close_open_objects_at_exit() -> None:
-    for obj in list(_open):
+    for obj in reversed(list(_open.values())):
         try:
             obj._close_at_exit(_EXIT_CLOSE_TIMEOUT)
         except Exception:
             log.exception("closing %r at interpreter exit failed", obj)
+    _open.clear()
     inst = LoopThread._instance
-    if inst is not None:
+    if inst is not None and inst.pid == os.getpid():
         LoopThread._instance = None
         inst.stop(timeout=_EXIT_CLOSE_TIMEOUT)
 
 
+atexit.register(_close_open_objects_at_exit)
+
+
+def _hook_multiprocessing_exit() -> None:
+    """A multiprocessing child ends with ``os._exit`` (no atexit); its exit hook runs finalizers
+    registered in the child, so register one there once."""
+    global _mp_hook_pid
+    pid = os.getpid()
+    if _mp_hook_pid == pid:
+        return
+    mp_util = sys.modules.get("multiprocessing.util")
+    if mp_util is None:
+        return
+    _mp_hook_pid = pid
+    mp_util.Finalize(None, _close_open_objects_at_exit, exitpriority=50)
+
+
 def _after_fork_in_child() -> None:
-    global fork_generation
+    global fork_generation, _fork_lock
     fork_generation += 1
+    _fork_lock = threading.RLock()
     # The parent's loop thread does not exist here; its loop, sockets and objects must not be
     # touched (closing them could disturb the parent). Keep references so nothing is finalised.
     inst = LoopThread._instance
@@ -204,7 +323,7 @@ def _after_fork_in_child() -> None:
         _abandoned.append(inst)
     LoopThread._instance = None
     LoopThread._lock = threading.Lock()
-    _abandoned.extend(_open)
+    _abandoned.extend(_open.values())
     _open.clear()
 
 
@@ -216,10 +335,17 @@ if hasattr(os, "register_at_fork"):
 # -- public helpers --
 
 
-def get_loop() -> asyncio.AbstractEventLoop:
-    """The shared loop (starting its thread if needed). Hold a sync object to keep it alive."""
+def _running_instance() -> LoopThread | None:
     inst = LoopThread._instance
-    if inst is None or not inst.thread.is_alive():
+    if inst is None or not inst.thread.is_alive() or inst.pid != os.getpid():
+        return None
+    return inst
+
+
+def get_loop() -> asyncio.AbstractEventLoop:
+    """The shared loop. Hold an open SyncReader/SyncWriter to keep it running."""
+    inst = _running_instance()
+    if inst is None:
         raise NSQError("no nsqclient loop thread is running; create a SyncReader/SyncWriter first")
     return inst.loop
 
@@ -229,9 +355,11 @@ def run_in_loop(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T
 
     This is how blocking code and asyncio code share one Reader/Writer: ``sync_writer.aio`` is the
     core object, and ``run_in_loop(sync_writer.aio.pub(...))`` runs on the loop that owns it.
+    ``timeout`` (seconds) cancels the coroutine and raises NSQTimeoutError; so does Ctrl-C
+    (re-raising KeyboardInterrupt). Raises NSQError when called from the loop thread itself.
     """
-    inst = LoopThread._instance
-    if inst is None or not inst.thread.is_alive():
+    inst = _running_instance()
+    if inst is None:
         coro.close()
         raise NSQError("no nsqclient loop thread is running; create a SyncReader/SyncWriter first")
     return inst.call(coro, timeout)

@@ -13,28 +13,43 @@ import asyncio
 import collections
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
+from ..aio.connection import ConnectionState
+from ..aio.delivery import HandlerRunner
 from ..config import Config
-from ..errors import ClosedError, ConfigError
+from ..errors import ClosedError, ConfigError, NSQError
 from ..message import Message
 from ..protocol.identify import IdentifyOptions
 from ..protocol.names import validate_channel, validate_topic
 from . import portal
-from .bridge import Empty, ThreadSink
-from .portal import LoopThread, register_open, unregister_open
+from .bridge import Empty, ThreadSink, is_live
+from .portal import SLICE, Lifetime, LoopThread, register_open, unregister_open
+
+if TYPE_CHECKING:
+    from ..aio.reader import Reader
+    from ..aio.tracker import MessageTracker
 
 __all__ = ["SyncReader"]
 
 log = logging.getLogger("nsqclient.sync")
 
-_SLICE = 0.1
+_CLOSED = ConnectionState.CLOSED
 _GRACE = 2.0
+_SETUP_TIMEOUT = 10.0
+_CONTROL_TIMEOUT = 10.0
 
 
 class SyncReader:
-    """Consume a topic/channel from blocking code. Options are Config fields."""
+    """Consume a topic/channel from blocking code. Options are Config fields.
+
+    ``for msg in reader`` (or ``reader.get(timeout)``) hands messages to the calling thread;
+    ``reader.run(handler, threads=N)`` runs a handler on N worker threads. Either way RDY (set by
+    ``max_in_flight``) bounds what is delivered, and heartbeats are answered on the loop thread
+    however long a handler takes.
+    """
 
     def __init__(
         self,
@@ -57,29 +72,42 @@ class SyncReader:
         self._lookupd = lookupd_http_addresses
         self._on_giving_up = on_giving_up
         self._local: collections.deque[Message] = collections.deque()
-        self._iter_threads: set[int] = set()
+        self._iter_threads: dict[int, threading.Thread] = {}
         self._workers: list[threading.Thread] = []
         self._stopping = threading.Event()
-        self._started = False
+        self._stopping_flag = False  # mirrors _stopping for the iteration fast path
         self._closed = False
-        self._split = 1
-        self._attach()
+        # The core Reader is built on the loop thread on first use (start, iteration, run);
+        # building one here checks the addresses and options in the caller's thread, at once.
+        _validate(self)
+        self._close_claim = threading.Lock()
+        self._generation = -1  # != portal.fork_generation: attach on first use
 
     def _attach(self) -> None:
-        self._generation = portal.fork_generation
-        self._portal = LoopThread.acquire()
+        generation = portal.fork_generation
+        loop_thread = LoopThread.acquire()
         try:
-            self._reader, self._sink = self._portal.call(self._setup(), timeout=10)
+            self._reader, self._sink = loop_thread.call(self._setup(loop_thread), _SETUP_TIMEOUT)
         except BaseException:
-            self._portal.release()
+            loop_thread.release()
             raise
-        self._started = False
+        self._portal = loop_thread
+        self._life: Lifetime[None] = Lifetime(loop_thread)
+        self._start_lock = threading.Lock()
+        if self._generation != -1:  # rebuilding in a forked child: drop the parent's state
+            self._close_claim = threading.Lock()
+            self._local.clear()  # the parent's deliveries, which the parent answers
+            self._iter_threads = {}
+            self._workers = []
+            self._stopping = threading.Event()
+            self._stopping_flag = False
         register_open(self)
+        self._generation = generation  # last: other threads now see a complete object
 
-    async def _setup(self) -> tuple[Any, ThreadSink]:
+    async def _setup(self, loop_thread: LoopThread) -> tuple[Reader, ThreadSink]:
         from ..aio.reader import Reader
 
-        sink = ThreadSink(self._portal.thread_id, split=self._split)
+        sink = ThreadSink(loop_thread.thread_id)
         reader = Reader(
             self.topic,
             self.channel,
@@ -92,65 +120,105 @@ class SyncReader:
         return reader, sink
 
     def _check(self) -> None:
-        if self._generation != portal.fork_generation:
-            self._local.clear()  # the parent's deliveries; the parent answers them
-            self._attach()
         if self._closed:
             raise ClosedError("this SyncReader was closed; create a new one")
+        if self._generation != portal.fork_generation:
+            with portal.fork_lock():  # forked: the parent's loop and sockets are not ours
+                if self._generation != portal.fork_generation:
+                    self._attach()
 
     # ------------------------------------------------------------------ lifecycle
+
+    def _start_timeout(self) -> float:
+        cfg = self.config
+        return cfg.seconds("dial_timeout") + 2 * cfg.seconds("read_timeout") + _GRACE
 
     def start(self, timeout: float | None = None) -> None:
         """Connect and subscribe (done for you on the first iteration or in ``with``)."""
         self._check()
-        if not self._started:
-            self._portal.check_not_in_loop("SyncReader.start")
-            self._portal.call(self._reader.start(), timeout)
-            self._started = True
+        if self._life.entered:
+            return
+        self._portal.check_not_in_loop("SyncReader.start")
+        with self._start_lock:
+            if not self._life.entered:
+                limit = self._start_timeout() if timeout is None else timeout
+                self._life.enter(self._reader.start, limit)
 
     def __enter__(self) -> SyncReader:
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.graceful_close()
 
-    def graceful_close(self, timeout: float | None = None) -> None:
-        """RDY 0, requeue what nobody started, let handlers finish (bounded), CLS, close."""
+    def _claim_close(self, what: str) -> bool:
+        """True for the one caller that gets to close (the first)."""
         if self._closed:
-            return
+            return False
+        if self._generation == portal.fork_generation:
+            self._portal.check_not_in_loop(what)  # refused before anything changes
+        if not self._close_claim.acquire(blocking=False):
+            return False
         self._closed = True
+        self._stopping_flag = True
         self._stopping.set()
-        if self._generation != portal.fork_generation:
+        return self._generation == portal.fork_generation  # else: the parent's, untouched
+
+    def graceful_close(self, timeout: float | None = None) -> None:
+        """RDY 0, let handlers finish what they hold (bounded by ``timeout``, default
+        ``close_timeout``), REQ everything else unanswered, CLS, close.
+
+        Messages already handed to the closing thread itself, when it is the only thread
+        iterating, are requeued at once (it cannot be handling anything else). Called from a
+        ``run()`` handler, this only asks ``run()`` to stop (which then closes).
+        """
+        if threading.current_thread() in self._workers:
+            self.stop()  # a handler cannot wait for handlers to finish
+            return
+        if not self._claim_close("SyncReader.graceful_close"):
             return
         limit = self.config.seconds("close_timeout") if timeout is None else timeout
-        me = threading.get_ident()
-        in_hand = not self._workers and self._iter_threads <= {me}
+        deadline = time.monotonic() + limit
         try:
             self._hand_back_local()
-            self._portal.call(
-                self._reader.graceful_close(limit, requeue_in_hand=in_hand),
-                limit + 10 + _GRACE,
+            workers = self._live_workers()
+            if workers:
+                # RDY 0 first, then let run()'s handlers finish and their threads end, so that
+                # every answer they give reaches the loop before the connections close
+                self._portal.call(_call(self._reader.set_max_in_flight, 0), _CONTROL_TIMEOUT)
+                for thread in workers:
+                    thread.join(max(0.0, deadline - time.monotonic()))
+            # nothing left in a thread's hand but (maybe) the closer's own: requeue at once
+            in_hand = not self._live_workers() and set(self._live_iterators()) <= {
+                threading.get_ident()
+            }
+            remaining = max(0.0, deadline - time.monotonic())
+            self._life.exit(
+                lambda: self._reader.graceful_close(remaining, requeue_in_hand=in_hand),
+                remaining + 10 + _GRACE,
             )
-            self._join_workers(limit + _GRACE)
         finally:
             unregister_open(self)
             self._portal.release()
 
     def close(self) -> None:
         """Close at once (best-effort REQ of everything unanswered)."""
-        if self._closed:
-            return
-        self._closed = True
-        self._stopping.set()
-        if self._generation != portal.fork_generation:
+        if not self._claim_close("SyncReader.close"):
             return
         try:
             self._hand_back_local()
-            self._portal.call(_await(self._reader.close()), timeout=10)
+            self._life.exit(self._abort, _CONTROL_TIMEOUT)
+            self._join_workers(_GRACE)
         finally:
             unregister_open(self)
             self._portal.release()
+
+    async def _abort(self) -> None:
+        await self._reader.close()
 
     def _close_at_exit(self, timeout: float) -> None:
         if not self._closed:
@@ -158,17 +226,26 @@ class SyncReader:
 
     def _hand_back_local(self) -> None:
         local = self._local
-        while local:
-            msg = local.popleft()
-            if not msg.has_responded:
+        while True:
+            try:
+                msg = local.popleft()
+            except IndexError:
+                return
+            if not msg._responded:
                 msg.req(0, backoff=False)
 
+    def _live_workers(self) -> list[threading.Thread]:
+        return [t for t in self._workers if t.is_alive()]
+
+    def _live_iterators(self) -> list[int]:
+        return [ident for ident, t in list(self._iter_threads.items()) if t.is_alive()]
+
     def _join_workers(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
         me = threading.current_thread()
         for thread in self._workers:
             if thread is not me:
-                thread.join(timeout)
-        self._workers = []
+                thread.join(max(0.0, deadline - time.monotonic()))
 
     # ------------------------------------------------------------------ iteration
 
@@ -176,49 +253,71 @@ class SyncReader:
         return self
 
     def __next__(self) -> Message:
-        local = self._local
-        if local:
-            return local.popleft()
-        msg = self.get()
-        if msg is None:
+        # fast path (``for msg in reader`` over a batch already taken): no call but the pops
+        if self._generation == portal.fork_generation and not self._stopping_flag:
+            local = self._local
+            while local:
+                try:
+                    msg = local.popleft()
+                except IndexError:
+                    break
+                if not msg._responded and msg._responder.conn.state is not _CLOSED:  # type: ignore[union-attr]
+                    return msg
+        waited = self.get()
+        if waited is None:
             raise StopIteration
-        return msg
+        return waited
 
     def get(self, timeout: float | None = None) -> Message | None:
         """The next message, waiting up to ``timeout`` seconds (forever if None).
 
-        Returns None when the timeout passes or the reader is closed.
+        Returns None when the timeout passes, or once the reader is stopped or closed.
         """
-        local = self._local
-        if local:
-            return local.popleft()
         if self._closed:
             return None
-        self._check()
-        if not self._started:
-            self.start()
+        if self._generation != portal.fork_generation:
+            self._check()  # forked: rebuild here; what is buffered is the parent's
+        if self._stopping.is_set():  # stopped or closing: what is buffered goes back to nsqd
+            return None
+        local = self._local
+        while local:
+            try:
+                msg = local.popleft()
+            except IndexError:  # another iterating thread took the last one
+                break
+            if is_live(msg):
+                return msg
         me = threading.get_ident()
         if me not in self._iter_threads:
             self._portal.check_not_in_loop("SyncReader iteration")
-            self._iter_threads.add(me)
-        deadline = None if timeout is None else _monotonic() + timeout
+            self._iter_threads[me] = threading.current_thread()
+        if not self._life.entered:
+            self.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
         sink = self._sink
+        stopping = self._stopping
         while True:
-            wait = _SLICE if deadline is None else min(_SLICE, deadline - _monotonic())
-            if wait <= 0:
-                return None
+            if deadline is None:
+                wait = SLICE
+            else:
+                wait = min(SLICE, deadline - time.monotonic())
+                if wait <= 0:
+                    return None
             try:
                 batch = sink.get_batch(wait)
             except Empty:
-                if self._stopping.is_set():
+                if stopping.is_set():
                     return None
                 continue
             except ClosedError:
                 return None
             local.extend(batch)
-            while local:
-                msg = local.popleft()
-                if not msg.has_responded:
+            while True:
+                try:
+                    msg = local.popleft()
+                except IndexError:
+                    break
+                if is_live(msg):
                     return msg
 
     # ------------------------------------------------------------------ handler style
@@ -232,105 +331,121 @@ class SyncReader:
         auto_touch: bool = False,
         auto_touch_max: float | None = None,
     ) -> None:
-        """Call ``handler(msg)`` on ``threads`` worker threads until closed or interrupted.
+        """Call ``handler(msg)`` on ``threads`` worker threads until stopped, closed or
+        interrupted, then close gracefully.
 
         Returning FINs the message (``False`` REQs it, as in pynsq); raising REQs it with
         backoff. Blocks the calling thread; Ctrl-C closes gracefully and re-raises.
-        ``timeout`` (seconds) stops after that long, closing gracefully. ``auto_touch=True``
-        keeps messages alive with TOUCH while a handler runs (see ``Reader.set_message_handler``).
+        ``timeout`` (seconds) stops after that long. ``auto_touch=True`` keeps messages alive
+        with TOUCH while a handler runs, for at most ``auto_touch_max`` seconds.
         """
-        if not isinstance(threads, int) or threads < 1:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ValueError("threads must be an int >= 1")
-        self._check()
-        if threads > 1 and self._split != threads:
-            self._split = threads
-            self._sink._split = threads
-        if auto_touch:
-            self._portal.call_soon(self._reader.enable_auto_touch, True, auto_touch_max)
-        self.start()
-        from ..aio.delivery import HandlerRunner
-
         runner = HandlerRunner(handler)
         if runner.is_async:
             raise ConfigError(
                 "SyncReader.run needs a plain function (it runs on worker threads); for a "
-                "coroutine handler use the asyncio Reader: reader.aio.set_message_handler(...)"
+                "coroutine handler use the asyncio Reader"
             )
-        self._workers = [
-            threading.Thread(
-                target=self._work, args=(runner,), name=f"nsqclient-handler-{i}", daemon=True
+        self._check()
+        self._portal.check_not_in_loop("SyncReader.run")
+        if self._live_workers():
+            raise NSQError("run() is already running on this SyncReader")
+        self._sink.split = threads
+        if auto_touch:
+            self._portal.call(
+                _call(self._reader.enable_auto_touch, True, auto_touch_max), _CONTROL_TIMEOUT
             )
-            for i in range(threads)
-        ]
-        for thread in self._workers:
-            thread.start()
-        deadline = None if timeout is None else _monotonic() + timeout
         try:
-            while not self._stopping.wait(_SLICE):
-                if deadline is not None and _monotonic() >= deadline:
+            self.start()
+            self._workers = [
+                threading.Thread(
+                    target=self._work,
+                    args=(runner, auto_touch),
+                    name=f"nsqclient-handler-{i}",
+                    daemon=True,
+                )
+                for i in range(threads)
+            ]
+            for thread in self._workers:
+                thread.start()
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not self._stopping.wait(SLICE):
+                if deadline is not None and time.monotonic() >= deadline:
                     break
-                if not any(t.is_alive() for t in self._workers):
+                if not self._live_workers():
                     break
         finally:
             self.graceful_close()
 
-    def _work(self, runner: Any) -> None:
+    def _work(self, runner: HandlerRunner, touching: bool) -> None:
         local: collections.deque[Message] = collections.deque()
         sink = self._sink
         reader = self._reader
-        touching = reader._auto_touch
+        stopping = self._stopping
         try:
-            while not self._stopping.is_set():
+            while not stopping.is_set():
                 if not local:
                     try:
-                        local.extend(sink.get_batch(_SLICE))
+                        local.extend(sink.get_batch(SLICE))
                     except Empty:
                         continue
                     except ClosedError:
                         return
                 msg = local.popleft()
-                if msg.has_responded:
+                if not is_live(msg):
                     continue
                 if touching:
                     reader.begin_handling(msg)
-                    try:
-                        runner.run_sync(msg)
-                    finally:
+                try:
+                    pending = runner.run_sync(msg)
+                    if pending is not None:  # a plain function returned an awaitable
+                        self._portal.call(_finish(runner, msg, pending))
+                except Exception:
+                    log.exception("message handler machinery failed")
+                finally:
+                    if touching:
                         reader.end_handling(msg)
-                else:
-                    runner.run_sync(msg)
         finally:
             for msg in local:  # stopping: hand back what this thread had not started
-                if not msg.has_responded:
+                if not msg._responded:
                     msg.req(0, backoff=False)
 
     def stop(self) -> None:
-        """Ask ``run()`` to return (it then closes gracefully). Safe from any thread."""
+        """Ask ``run()`` (and iteration) to return; ``run()`` then closes gracefully.
+        Safe from any thread, including handlers."""
+        self._stopping_flag = True
         self._stopping.set()
 
     # ------------------------------------------------------------------ control and sharing
 
     def set_max_in_flight(self, max_in_flight: int) -> None:
+        """Change the RDY budget at run time (0 pauses)."""
         self._check()
-        self._portal.call_soon(self._reader.set_max_in_flight, max_in_flight)
+        self._portal.call(_call(self._reader.set_max_in_flight, max_in_flight), _CONTROL_TIMEOUT)
 
     @property
-    def aio(self) -> Any:
+    def aio(self) -> Reader:
         """The core :class:`nsqclient.aio.Reader` (its tracker, stats, coroutines)."""
         self._check()
         return self._reader
 
     @property
-    def tracker(self) -> Any:
+    def tracker(self) -> MessageTracker:
+        """The core Reader's in-flight tracker (read it on the loop, e.g. via run_in_loop)."""
         return self.aio.tracker
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
+        """The shared loop this reader's core object lives on."""
+        self._check()
         return self._portal.loop
 
     def stats(self) -> dict[str, Any]:
+        """The core Reader's counters, plus ``local_buffered``: taken from the bridge and not
+        yet handed to an iterating thread."""
         self._check()
-        result: dict[str, Any] = self._portal.call(_stats(self._reader), timeout=5)
+        result: dict[str, Any] = self._portal.call(_call(self._reader.stats), _CONTROL_TIMEOUT)
         result["local_buffered"] = len(self._local)
         return result
 
@@ -342,15 +457,28 @@ class SyncReader:
         return f"<SyncReader {self.topic}/{self.channel} {'closed' if self._closed else 'open'}>"
 
 
-async def _stats(reader: Any) -> dict[str, Any]:
-    return reader.stats()  # type: ignore[no-any-return]
+def _validate(sync: SyncReader) -> None:
+    from ..aio.reader import Reader
+
+    if not sync._nsqd and not sync._lookupd:
+        raise ConfigError("give nsqd_tcp_addresses and/or lookupd_http_addresses")
+    Reader(
+        sync.topic,
+        sync.channel,
+        nsqd_tcp_addresses=sync._nsqd,
+        lookupd_http_addresses=sync._lookupd,
+        config=sync.config,
+    )
 
 
-async def _await(aw: Any) -> None:
-    await aw
+async def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    return fn(*args)
 
 
-def _monotonic() -> float:
-    import time
-
-    return time.monotonic()
+async def _finish(runner: HandlerRunner, msg: Message, pending: Awaitable[Any]) -> None:
+    try:
+        result = await pending
+    except Exception:
+        runner.failed(msg)
+    else:
+        runner.succeeded(msg, result)

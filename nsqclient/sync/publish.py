@@ -1,0 +1,293 @@
+"""Publishes crossing from threads to the loop: a bounded queue of tickets and their outcomes.
+
+:class:`PublishQueue` carries encoded publishes (:class:`PublishTicket`) from threads to the loop.
+It is *bounded*: a full queue blocks the publishing threads (the backpressure). Threads wake the
+loop only when no drain is already pending, so a burst from many threads costs one wake-up; the
+drain hands tickets to the core Writer as long as it accepts them, and each nsqd acknowledgement
+completes its ticket: a lock release for ``pub()`` (no ``concurrent.futures.Future`` per
+publish), a ``concurrent.futures.Future`` for ``pub_nowait()``. Tickets leave the queue only when
+the Writer takes them, so while nsqd is slow the queue fills and threads wait, and memory stays
+bounded by ``max_queued_publishes`` plus ``max_pending_publishes``. Every ticket has a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextvars
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..errors import ClosedError, NSQTimeoutError
+from .portal import SLICE
+
+__all__ = ["PublishQueue", "PublishTicket"]
+
+_QUEUED, _SENT, _DONE, _CANCELLED = 0, 1, 2, 3
+# acknowledgement callbacks need no context of their own: one shared context spares a
+# copy_context() per publish (callbacks run one after another on the loop, never nested)
+_CONTEXT = contextvars.Context()
+
+
+class PublishTicket:
+    """One encoded publish crossing from a thread to the loop, and its outcome.
+
+    The publishing thread waits on ``_done`` (a lock created held, released by the loop) or, for
+    ``pub_nowait``, on ``future``. ``error`` is the very exception object the core produced.
+    """
+
+    __slots__ = ("_done", "_running", "count", "data", "deadline", "error", "future", "state")
+
+    def __init__(
+        self,
+        data: bytes,
+        count: int,
+        deadline: float,
+        future: concurrent.futures.Future[None] | None = None,
+    ) -> None:
+        self.data = data
+        self.count = count
+        self.deadline = deadline
+        self.future = future
+        self.error: BaseException | None = None
+        self.state = _QUEUED
+        self._running = False  # ``future`` was set running (it can no longer be cancelled)
+        if future is None:
+            self._done: threading.Lock | None = threading.Lock()
+            self._done.acquire()
+        else:
+            self._done = None
+
+    # -- thread side --
+
+    def wait(self, deadline: float) -> None:
+        """Block until nsqd answered (raising its error) or ``deadline`` passed."""
+        done = self._done
+        assert done is not None
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining > 0:
+                    if done.acquire(timeout=min(SLICE, remaining)):
+                        break
+                else:
+                    sent = self.state == _SENT
+                    self.cancel()
+                    raise NSQTimeoutError(
+                        "no acknowledgement from nsqd in time; the message may or may not have "
+                        "been published"
+                        if sent
+                        else "the publish was not sent in time (nsqd is slow or unreachable)"
+                    )
+        except BaseException:
+            self.cancel()
+            raise
+        if self.error is not None:
+            raise self.error
+
+    def cancel(self) -> None:
+        """Withdraw the publish if it has not been handed to nsqd yet."""
+        if self.state == _QUEUED:
+            self.state = _CANCELLED
+
+    # -- loop side --
+
+    def claim(self) -> bool:
+        """Mark the ticket as being sent; False if the caller gave up on it."""
+        future = self.future
+        if future is not None and not self._running:
+            if not future.set_running_or_notify_cancel():  # pub_nowait's future was cancelled
+                self.state = _CANCELLED
+                return False
+            self._running = True
+        if self.state != _QUEUED:
+            return False
+        self.state = _SENT
+        return True
+
+    def on_reply(self, reply: asyncio.Future[Any]) -> None:
+        if reply.cancelled():
+            self.complete(NSQTimeoutError("the publish was cancelled before nsqd replied"))
+        else:
+            self.complete(reply.exception())
+
+    def complete(self, error: BaseException | None) -> None:
+        """Loop side: finish the ticket; ``error`` None means nsqd acknowledged it."""
+        if self.state == _DONE:
+            return
+        self.error = error
+        self.state = _DONE
+        future = self.future
+        if future is None:
+            done = self._done
+            assert done is not None
+            done.release()
+            return
+        if not self._running:
+            if not future.set_running_or_notify_cancel():
+                return  # cancelled by the caller while queued
+            self._running = True
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+
+
+Publish = Callable[[bytes, int, float], "asyncio.Future[Any] | None"]
+WaitReady = Callable[[float], Awaitable[None]]
+
+
+class PublishQueue:
+    """Bounded thread -> loop queue of :class:`PublishTicket`. Create it on the loop thread.
+
+    ``publish(data, count, timeout)`` must return the acknowledgement future at once, or None
+    when the Writer cannot take the publish now (not connected, or ``max_pending_publishes``
+    reached); the queue then awaits ``wait_ready(timeout)`` and tries again.
+    """
+
+    def __init__(self, maxsize: int, publish: Publish, wait_ready: WaitReady) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._maxsize = maxsize
+        self._publish = publish
+        self._wait_ready = wait_ready
+        self._items: collections.deque[PublishTicket] = collections.deque()
+        self._lock = threading.Lock()
+        self._not_full = threading.Condition(self._lock)
+        self._scheduled = False  # a drain is scheduled, running, or waiting for the Writer
+        self._waiting = 0  # threads blocked because the queue is full
+        self._closed = False
+        self._slow: asyncio.Task[None] | None = None
+        self._emptied: asyncio.Future[None] | None = None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    # -- thread side --
+
+    def put(self, ticket: PublishTicket) -> None:
+        """Enqueue, blocking while the queue is full (backpressure) until the ticket's deadline."""
+        with self._lock:  # the Condition's own lock: waiting on it below is legal
+            while True:
+                if self._closed:
+                    raise ClosedError("this SyncWriter was closed; create a new one")
+                if len(self._items) < self._maxsize:
+                    break
+                remaining = ticket.deadline - time.monotonic()
+                if remaining <= 0:
+                    raise NSQTimeoutError(
+                        "the publish queue stayed full until the timeout (nsqd is slow or down)"
+                    )
+                self._waiting += 1
+                try:
+                    self._not_full.wait(min(SLICE, remaining))
+                finally:
+                    self._waiting -= 1
+            self._items.append(ticket)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # the loop is gone
+            ticket.cancel()
+            raise ClosedError("this SyncWriter's loop has stopped") from None
+
+    # -- loop side --
+
+    def _drain(self) -> None:
+        """Hand queued tickets to the Writer while it takes them (one wake-up, many tickets)."""
+        items = self._items
+        publish = self._publish
+        while items:
+            ticket = items[0]
+            if not ticket.claim():
+                items.popleft()
+                continue
+            remaining = ticket.deadline - time.monotonic()
+            if remaining <= 0:
+                items.popleft()
+                ticket.complete(
+                    NSQTimeoutError("the publish waited in the queue until its timeout")
+                )
+                continue
+            try:
+                reply = publish(ticket.data, ticket.count, remaining)
+            except Exception as exc:  # the caller gets exactly what the core raised
+                items.popleft()
+                ticket.complete(exc)
+                continue
+            if reply is None:  # the Writer is full or not connected: wait for it, then go on
+                ticket.state = _QUEUED  # not sent: still withdrawable
+                self._slow = self._loop.create_task(
+                    self._wait_then_drain(ticket, remaining), name="nsq-sync-publish-wait"
+                )
+                self._wake_putters()
+                return  # _scheduled stays True: threads need not wake the loop meanwhile
+            items.popleft()
+            reply.add_done_callback(ticket.on_reply, context=_CONTEXT)
+        with self._lock:
+            if self._waiting:
+                self._not_full.notify(self._waiting)
+            if items:  # a thread appended after the loop above saw the queue empty
+                self._loop.call_soon(self._drain)
+                return
+            self._scheduled = False
+        emptied = self._emptied
+        if emptied is not None and not emptied.done():
+            emptied.set_result(None)
+
+    def _wake_putters(self) -> None:
+        if self._waiting:
+            with self._lock:
+                self._not_full.notify(self._waiting)
+
+    async def _wait_then_drain(self, ticket: PublishTicket, timeout: float) -> None:
+        try:
+            await self._wait_ready(timeout)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            items = self._items
+            if items and items[0] is ticket:
+                items.popleft()
+                self._wake_putters()
+            ticket.complete(exc)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._slow = None
+        self._drain()
+
+    async def close(self, timeout: float | None) -> None:
+        """Refuse new publishes, hand what is queued to the Writer (bounded), fail the rest."""
+        with self._not_full:
+            self._closed = True
+            self._not_full.notify_all()
+        if self._items and (timeout is None or timeout > 0):
+            self._emptied = self._loop.create_future()
+            with self._lock:
+                schedule = not self._scheduled
+                self._scheduled = True
+            if schedule:
+                self._loop.call_soon(self._drain)
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._emptied
+            except TimeoutError:
+                pass
+        self.abort(ClosedError("the SyncWriter closed before this publish was sent"))
+
+    def abort(self, exc: BaseException) -> None:
+        """Refuse new publishes and fail everything still queued with ``exc``."""
+        with self._not_full:
+            self._closed = True
+            self._not_full.notify_all()
+        slow, self._slow = self._slow, None
+        if slow is not None:
+            slow.cancel()
+        items = self._items
+        while items:
+            items.popleft().complete(exc)

@@ -1,0 +1,115 @@
+"""Helpers for the sync facade tests: deadlines, nsqd /stats, collecting messages.
+
+Every wait is a condition with a deadline (``wait_for``), never a bare sleep in test logic.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import pytest
+
+from nsqclient.message import Message
+from nsqclient.sync import SyncReader
+from nsqclient.testing.daemons import NsqdProcess
+
+T = TypeVar("T")
+
+DEADLINE = 20.0  # seconds any condition may take before the test fails
+POLL = 0.02
+
+
+def unique(prefix: str = "t") -> str:
+    """A topic or channel name no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = DEADLINE, what: str = "condition") -> T:
+    """Poll ``predicate`` until it returns something truthy and return that (or fail)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {result!r})")
+        time.sleep(POLL)
+
+
+def loop_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "nsqclient-loop"]
+
+
+def topic_stats(nsqd: NsqdProcess, topic: str) -> dict[str, Any] | None:
+    for t in nsqd.stats(topic=topic).get("topics") or []:
+        if t["topic_name"] == topic:
+            return dict(t)
+    return None
+
+
+def channel_stats(nsqd: NsqdProcess, topic: str, channel: str) -> dict[str, Any] | None:
+    t = topic_stats(nsqd, topic)
+    for c in (t or {}).get("channels") or []:
+        if c["channel_name"] == channel:
+            return dict(c)
+    return None
+
+
+def message_count(nsqd: NsqdProcess, topic: str) -> int:
+    t = topic_stats(nsqd, topic)
+    return 0 if t is None else int(t["message_count"])
+
+
+def collect(
+    reader: SyncReader,
+    expected: int,
+    timeout: float = DEADLINE,
+    *,
+    fin: bool = True,
+) -> list[Message]:
+    """Take ``expected`` messages from ``reader`` (FIN'ing them) within ``timeout`` seconds."""
+    got: list[Message] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < expected:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            pytest.fail(f"received {len(got)} of {expected} messages before the deadline")
+        msg = reader.get(timeout=remaining)
+        if msg is None:
+            continue
+        if fin:
+            msg.fin()
+        got.append(msg)
+    return got
+
+
+def drain_bodies(
+    nsqd: NsqdProcess, topic: str, expected: int, channel: str = "check", **options: Any
+) -> list[bytes]:
+    """Consume a topic's messages with a fresh SyncReader until ``expected`` arrived; then check
+    that nothing more is there."""
+    options.setdefault("max_in_flight", 200)
+    with SyncReader(topic, channel, nsqd_tcp_addresses=[nsqd.tcp_address], **options) as reader:
+        bodies = [m.body for m in collect(reader, expected)]
+        extra = reader.get(timeout=0.3)  # a bounded look for duplicates (not a timing check)
+        assert extra is None, f"unexpected extra message {extra!r}"
+    return bodies
+
+
+@contextmanager
+def frozen(nsqd: NsqdProcess) -> Iterator[None]:
+    """SIGSTOP nsqd for the duration (SIGCONT whatever happens)."""
+    pid = nsqd.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
