@@ -698,7 +698,7 @@ class Reader:
             self._queue.close()
         await self._stop_discovery()
         if requeue_handed:
-            self._requeue(self.tracker.messages())
+            self._requeue_in_flight()
         elif not await self.tracker.wait_empty(max(0.0, deadline - loop.time())):
             log.warning(
                 "graceful close: %d messages still unanswered after %.1fs; requeueing",
@@ -706,13 +706,13 @@ class Reader:
                 timeout,
             )
         await self._stop_handlers()
-        self._requeue(self.tracker.messages())
+        self._requeue_in_flight()
         conns = [c for c in self._conns.values() if c.state is ConnectionState.SUBSCRIBED]
         cls_timeout = max(1.0, min(5.0, self.config.seconds("read_timeout")))
         if conns:
             await asyncio.gather(*(c.cls(cls_timeout) for c in conns), return_exceptions=True)
             # anything that raced RDY 0 arrived before CLOSE_WAIT and was requeued on arrival
-            self._requeue(self.tracker.messages())
+            self._requeue_in_flight()
         await self._close_connections()
 
     def close(self) -> Awaitable[None]:
@@ -797,6 +797,18 @@ class Reader:
         for msg in messages:
             if not msg._responded:
                 msg.req(0, backoff=False)
+
+    def _requeue_in_flight(self) -> None:
+        """REQ everything the connections still hold, even messages whose answer was given on
+        another thread but has not reached the loop yet: closing must not strand them."""
+        flush = getattr(self._sink, "flush", None)
+        if flush is not None:
+            flush()  # apply answers already queued by threads first
+        for conn, msg in self.tracker.items():
+            if not msg._responded:
+                msg.req(0, backoff=False)
+            else:  # answered elsewhere, not yet applied: the late answer will find nothing
+                conn.message_req(msg, 0, False)
 
     async def wait_closed(self) -> None:
         await self._closed_event.wait()

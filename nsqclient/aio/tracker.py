@@ -58,6 +58,10 @@ class MessageTracker:
             ledger.get(msg.id) is msg for ledger in self._ledgers.values()
         )
 
+    def items(self) -> list[tuple[Connection, Message]]:
+        """Every (connection, message) pair in flight, as a snapshot."""
+        return [(conn, msg) for conn, ledger in self._ledgers.items() for msg in ledger.values()]
+
     def messages(self) -> list[Message]:
         return list(self)
 

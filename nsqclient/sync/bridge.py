@@ -174,6 +174,10 @@ class ThreadSink:
         else:
             put(messages)
 
+    def flush(self) -> None:
+        """On the loop: apply every response threads have queued so far (graceful close)."""
+        self._batcher._drain()
+
     def take_undelivered(self) -> list[Message]:
         taken: list[Message] = []
         get = self._queue.async_q.get_nowait
