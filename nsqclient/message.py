@@ -34,12 +34,13 @@ class _Done:
     __slots__ = ()
 
     def __await__(self) -> Generator[Any, None, None]:
-        return iter(())  # type: ignore[return-value]
+        return _EXHAUSTED  # type: ignore[return-value]  # an exhausted iterator: await -> None
 
     def __repr__(self) -> str:
         return "<done>"
 
 
+_EXHAUSTED = iter(())  # stays exhausted, so one object serves every await
 _DONE = _Done()
 
 

@@ -21,6 +21,9 @@ python="${PYTHON:-$repo/.venv/bin/python}"
 export NSQ_RUN_DIR="${NSQ_BENCH_RUN_DIR:-$here/.run-benchmark}"
 export NSQ_BASE_PORT="${NSQ_BENCH_BASE_PORT:-6150}"
 export NSQ_MEM_QUEUE_SIZE="${NSQ_MEM_QUEUE_SIZE:-10000000}"
+# nsqd's shortest flush interval, as in `compare` (BENCHMARKS.md): end times are not rounded up
+# to the default 250 ms output-buffer tick
+export NSQD_EXTRA_ARGS="${NSQD_EXTRA_ARGS:---output-buffer-timeout=25ms}"
 
 stop_cluster() {
     bash "$here/stop.sh" >&2 || echo "benchmark.sh: stopping the cluster failed" >&2

@@ -16,6 +16,7 @@
 #   NSQD<i>_HTTPS_PORT     override single ports
 #   NSQ_NSQD_COUNT         number of nsqd (default 3)
 #   NSQ_MEM_QUEUE_SIZE     nsqd --mem-queue-size (default 1000000)
+#   NSQD_EXTRA_ARGS        more nsqd flags, space-separated (e.g. --output-buffer-timeout=25ms)
 #   NSQ_START_TIMEOUT      seconds to wait for the cluster (default 30)
 #   NSQ_BIN_DIR            use prebuilt nsqd/nsqlookupd from this folder
 set -euo pipefail
@@ -130,7 +131,8 @@ for ((i = 1; i <= count; i++)); do
         "--lookupd-tcp-address=127.0.0.1:$lookupd_tcp" \
         "--data-path=$run_dir/nsqd$i/data" \
         "--mem-queue-size=$mem_queue" \
-        "--node-id=$i"
+        "--node-id=$i" \
+        ${NSQD_EXTRA_ARGS:-}
 done
 for ((i = 1; i <= count; i++)); do
     wait_ping "nsqd$i" "${nsqd_http[i - 1]}"

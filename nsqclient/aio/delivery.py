@@ -99,8 +99,9 @@ class MessageQueue:
         dropped: list[Message] = []
         for msg in self._items:
             (kept if keep(msg) else dropped).append(msg)
-        if dropped:
-            self._items = collections.deque(kept)
+        if dropped:  # in place: iterators hold this very deque
+            self._items.clear()
+            self._items.extend(kept)
         return dropped
 
     def close(self) -> None:

@@ -880,11 +880,12 @@ class Reader:
 class _MessageIterator:
     """``async for`` over a Reader's queue; records the consuming task for graceful close."""
 
-    __slots__ = ("_queue", "_reader")
+    __slots__ = ("_items", "_queue", "_reader")
 
     def __init__(self, reader: Reader) -> None:
         self._reader = reader
         self._queue = reader._queue
+        self._items = reader._queue._items  # the deque itself: no call per message
 
     def __aiter__(self) -> _MessageIterator:
         return self
@@ -895,12 +896,13 @@ class _MessageIterator:
             reader._consumer_task = asyncio.current_task()
             if reader._state is ReaderState.NEW:
                 await reader.start()
-        queue = self._queue
+        items = self._items
         while True:
-            msg = queue.get_nowait()
-            if msg is None:
+            if items:
+                msg = items.popleft()
+            else:
                 try:
-                    msg = await queue.get()
+                    msg = await self._queue.get()
                 except QueueClosed:
                     raise StopAsyncIteration from None
             if not msg._responded:

@@ -297,7 +297,10 @@ def run_scenario_pairs(
     daemons: dict[str, Any] = {}
     try:
         for spec, _ in active:
-            daemons[spec.name] = NsqdProcess(mem_queue_size=MEM_QUEUE_SIZE)
+            daemons[spec.name] = NsqdProcess(
+                mem_queue_size=MEM_QUEUE_SIZE,
+                extra_args=[f for f in NSQD_FLAGS if not f.startswith("--mem-queue-size")],
+            )
             daemons[spec.name].start()
         for repeat in range(s.repeats):
             shift = repeat % max(1, len(active))

@@ -225,9 +225,11 @@ async def test_handlers_running_past_the_timeout_are_cancelled_and_requeued(
 async def test_close_is_immediate(nsqd: NsqdProcess, make_reader: MakeReader) -> None:
     topic, channel = unique(), unique()
     never = asyncio.Event()
+    started = asyncio.Event()
     cancelled = asyncio.Event()
 
     async def stuck(msg: Message) -> None:
+        started.set()
         try:
             await never.wait()
         except asyncio.CancelledError:
@@ -240,6 +242,7 @@ async def test_close_is_immediate(nsqd: NsqdProcess, make_reader: MakeReader) ->
         await reader.start()
         await publish(nsqd, topic, [b"a", b"b", b"c"])
         await wait_for(lambda: reader.stats()["received"] == 3)
+        await started.wait()  # a handler is running: close() must cancel it
         closing = reader.close()  # no await needed
         assert reader.state is ReaderState.CLOSING
         assert reader.close() is closing  # idempotent
