@@ -85,9 +85,21 @@ class ConnectionOwner(Protocol):
     def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None: ...
 
 
-# A reply-producing command waiting for its response: (future, deadline). A tuple, not an
+class ReplyWaiter(Protocol):
+    """What waits for a reply: an ``asyncio.Future[bytes]``, or anything with these three
+    methods (the sync facade's publish tickets, which then need no future and no callback hop).
+    """
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: bytes, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
+
+
+# A reply-producing command waiting for its response: (waiter, deadline). A tuple, not an
 # object: one is made per publish.
-_Pending = tuple[asyncio.Future[bytes], float]
+_Pending = tuple[ReplyWaiter, float]
 
 
 class Connection(asyncio.Protocol):
@@ -124,6 +136,7 @@ class Connection(asyncio.Protocol):
         self.heartbeats_received = 0
         self.last_message_time = 0.0
         self.close_exception: BaseException | None = None
+        self._closing_on_purpose = False  # close() or CLS: no warning when the socket closes
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._transport: asyncio.Transport | None = None
@@ -366,18 +379,18 @@ class Connection(asyncio.Protocol):
                 log.warning("%s", error)
             return
         log.debug("nsqd %s: %s", self.address, error)
-        if self._pending:
-            future = self._pending.popleft()[0]
-            if not future.done():
-                future.set_exception(error)
+        waiter = self._pending.popleft()[0] if self._pending else None
         self.close_exception = error
-        # nsqd closes the connection after every other error; do not wait for it
+        # nsqd closes the connection after every other error; do not wait for it (and be
+        # marked unusable before the waiter, which may publish again at once, hears of it)
         self.abort(error)
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(error)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.state is ConnectionState.CLOSED:
             return
-        was_closing = self.state is ConnectionState.CLOSING
+        was_closing = self._closing_on_purpose
         self.state = ConnectionState.CLOSED
         if self.close_exception is None:
             self.close_exception = exc
@@ -498,21 +511,26 @@ class Connection(asyncio.Protocol):
         The deadline (``timeout`` seconds) is enforced by the connection's ticker, which fails
         the future with NSQTimeoutError; the reply, if it comes later, is consumed and dropped.
         """
+        assert self._loop is not None
+        fut: asyncio.Future[bytes] = self._loop.create_future()
+        self.request_to(fut, data, timeout)
+        return fut
+
+    def request_to(self, waiter: ReplyWaiter, data: bytes, timeout: float | None = None) -> None:
+        """Like :meth:`request`, completing ``waiter`` (see :class:`ReplyWaiter`) directly."""
         state = self.state
         if state is not ConnectionState.CONNECTED and state is not ConnectionState.SUBSCRIBED:
             raise ConnectionClosedError(f"connection is {state.value}", address=self.address)
         loop = self._loop
         assert loop is not None
-        fut: asyncio.Future[bytes] = loop.create_future()
         if timeout is not None:
             deadline = loop.time() + timeout
             if deadline < self._next_deadline:
                 self._next_deadline = deadline
         else:
             deadline = float("inf")
-        self._pending.append((fut, deadline))
+        self._pending.append((waiter, deadline))
         self._write(data)
-        return fut
 
     @property
     def pending_requests(self) -> int:
@@ -562,6 +580,7 @@ class Connection(asyncio.Protocol):
         assert self._loop is not None
         self._close_wait = self._loop.create_future()
         self.state = ConnectionState.CLOSING
+        self._closing_on_purpose = True
         self.rdy = 0
         deadline = self._loop.time() + timeout
         self._next_deadline = min(self._next_deadline, deadline)
@@ -694,6 +713,7 @@ class Connection(asyncio.Protocol):
             # delivers its buffer before closing
         if self.state is not ConnectionState.INIT:
             self.state = ConnectionState.CLOSING
+        self._closing_on_purpose = True
         if self._transport is not None:
             self._transport.close()
             # nothing more is read once the transport closes: no reply can come any more
@@ -708,6 +728,10 @@ class Connection(asyncio.Protocol):
             return
         if exc is not None and self.close_exception is None:
             self.close_exception = exc
+        if self.state is ConnectionState.CONNECTED or self.state is ConnectionState.SUBSCRIBED:
+            # unusable from now on, not only once connection_lost runs: a waiter completed
+            # below may publish again at once and must not be given this connection
+            self.state = ConnectionState.CLOSING
         if self._transport is not None:
             self._transport.abort()
         else:

@@ -31,7 +31,7 @@ from .addresses import (
     parse_addresses,
     parse_http_address,
 )
-from .connection import Connection, ConnectionState
+from .connection import Connection, ConnectionState, ReplyWaiter
 from .discovery import LookupdPoller
 from .tls import make_ssl_context
 
@@ -354,6 +354,33 @@ class Writer:
         self._outstanding += 1
         fut.add_done_callback(partial(self._nowait_done, count=count))
         return fut
+
+    def publish_to(
+        self, waiter: ReplyWaiter, data: bytes, count: int = 1, timeout: float | None = None
+    ) -> bool:
+        """Like :meth:`publish_nowait`, completing ``waiter`` directly (no future, no callback
+        hop); False if it must wait. The waiter **must** call :meth:`publish_done` once it is
+        completed, which keeps the Writer's accounting (the sync facade's tickets do)."""
+        if self._closed or not self._started or self._outstanding >= self._max_pending:
+            return False
+        conn = self._pick()
+        if conn is None:
+            return False
+        conn.request_to(waiter, data, self._publish_timeout if timeout is None else timeout)
+        self._outstanding += 1
+        return True
+
+    def publish_done(self, count: int, ok: bool) -> None:
+        """Account for a publish sent with :meth:`publish_to` that is now complete."""
+        self._outstanding -= 1
+        if ok:
+            self.published += count
+        else:
+            self.failed += 1
+        if self._slot_waiters:
+            self._wake_slot()
+        if self._idle_waiters and not self._outstanding:
+            self._wake_idle()
 
     def _nowait_done(self, fut: asyncio.Future[bytes], *, count: int) -> None:
         self._outstanding -= 1

@@ -15,11 +15,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
-import contextvars
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from ..errors import ClosedError, NSQTimeoutError
 from .portal import SLICE
@@ -27,9 +25,6 @@ from .portal import SLICE
 __all__ = ["PublishQueue", "PublishTicket"]
 
 _QUEUED, _SENT, _DONE, _CANCELLED = 0, 1, 2, 3
-# acknowledgement callbacks need no context of their own: one shared context spares a
-# copy_context() per publish (callbacks run one after another on the loop, never nested)
-_CONTEXT = contextvars.Context()
 
 
 class PublishTicket:
@@ -39,7 +34,17 @@ class PublishTicket:
     ``pub_nowait``, on ``future``. ``error`` is the very exception object the core produced.
     """
 
-    __slots__ = ("_done", "_running", "count", "data", "deadline", "error", "future", "state")
+    __slots__ = (
+        "_done",
+        "_on_sent_done",
+        "_running",
+        "count",
+        "data",
+        "deadline",
+        "error",
+        "future",
+        "state",
+    )
 
     def __init__(
         self,
@@ -55,6 +60,7 @@ class PublishTicket:
         self.error: BaseException | None = None
         self.state = _QUEUED
         self._running = False  # ``future`` was set running (it can no longer be cancelled)
+        self._on_sent_done: Callable[[int, bool], None] | None = None  # the Writer's accounting
         if future is None:
             self._done: threading.Lock | None = threading.Lock()
             self._done.acquire()
@@ -108,11 +114,23 @@ class PublishTicket:
         self.state = _SENT
         return True
 
-    def on_reply(self, reply: asyncio.Future[Any]) -> None:
-        if reply.cancelled():
-            self.complete(NSQTimeoutError("the publish was cancelled before nsqd replied"))
-        else:
-            self.complete(reply.exception())
+    # -- the connection completes a sent ticket directly (ReplyWaiter): no future, no hop --
+
+    def done(self) -> bool:
+        return self.state == _DONE
+
+    def set_result(self, _reply: bytes) -> None:
+        self._sent_done(True)
+        self.complete(None)
+
+    def set_exception(self, error: BaseException) -> None:
+        self._sent_done(False)
+        self.complete(error)
+
+    def _sent_done(self, ok: bool) -> None:
+        account, self._on_sent_done = self._on_sent_done, None
+        if account is not None:
+            account(self.count, ok)
 
     def complete(self, error: BaseException | None) -> None:
         """Loop side: finish the ticket; ``error`` None means nsqd acknowledged it."""
@@ -136,23 +154,33 @@ class PublishTicket:
             future.set_exception(error)
 
 
-Publish = Callable[[bytes, int, float], "asyncio.Future[Any] | None"]
+# publish_to(ticket, data, count, timeout) -> sent? (Writer.publish_to)
+Publish = Callable[["PublishTicket", bytes, int, float], bool]
 WaitReady = Callable[[float], Awaitable[None]]
 
 
 class PublishQueue:
     """Bounded thread -> loop queue of :class:`PublishTicket`. Create it on the loop thread.
 
-    ``publish(data, count, timeout)`` must return the acknowledgement future at once, or None
-    when the Writer cannot take the publish now (not connected, or ``max_pending_publishes``
-    reached); the queue then awaits ``wait_ready(timeout)`` and tries again.
+    ``publish(ticket, data, count, timeout)`` sends at once and returns True (the connection then
+    completes the ticket itself), or returns False when the Writer cannot take the publish now
+    (not connected, or ``max_pending_publishes`` reached); the queue then awaits
+    ``wait_ready(timeout)`` and tries again. ``done(count, ok)`` is the Writer's accounting for
+    each sent ticket once complete.
     """
 
-    def __init__(self, maxsize: int, publish: Publish, wait_ready: WaitReady) -> None:
+    def __init__(
+        self,
+        maxsize: int,
+        publish: Publish,
+        wait_ready: WaitReady,
+        done: Callable[[int, bool], None],
+    ) -> None:
         self._loop = asyncio.get_running_loop()
         self._maxsize = maxsize
         self._publish = publish
         self._wait_ready = wait_ready
+        self._done = done
         self._items: collections.deque[PublishTicket] = collections.deque()
         self._lock = threading.Lock()
         self._not_full = threading.Condition(self._lock)
@@ -201,6 +229,7 @@ class PublishQueue:
         """Hand queued tickets to the Writer while it takes them (one wake-up, many tickets)."""
         items = self._items
         publish = self._publish
+        done = self._done
         while items:
             ticket = items[0]
             if not ticket.claim():
@@ -213,13 +242,16 @@ class PublishQueue:
                     NSQTimeoutError("the publish waited in the queue until its timeout")
                 )
                 continue
+            ticket._on_sent_done = done
             try:
-                reply = publish(ticket.data, ticket.count, remaining)
+                sent = publish(ticket, ticket.data, ticket.count, remaining)
             except Exception as exc:  # the caller gets exactly what the core raised
+                ticket._on_sent_done = None
                 items.popleft()
                 ticket.complete(exc)
                 continue
-            if reply is None:  # the Writer is full or not connected: wait for it, then go on
+            if not sent:  # the Writer is full or not connected: wait for it, then go on
+                ticket._on_sent_done = None
                 ticket.state = _QUEUED  # not sent: still withdrawable
                 self._slow = self._loop.create_task(
                     self._wait_then_drain(ticket, remaining), name="nsq-sync-publish-wait"
@@ -227,7 +259,6 @@ class PublishQueue:
                 self._wake_putters()
                 return  # _scheduled stays True: threads need not wake the loop meanwhile
             items.popleft()
-            reply.add_done_callback(ticket.on_reply, context=_CONTEXT)
         with self._lock:
             if self._waiting:
                 self._not_full.notify(self._waiting)

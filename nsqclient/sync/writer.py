@@ -94,7 +94,9 @@ class SyncWriter:
         from ..aio.writer import Writer
 
         writer = Writer(self._nsqd, lookupd_http_addresses=self._lookupd, config=self.config)
-        queue = PublishQueue(self._max_queued, writer.publish_nowait, writer.wait_ready)
+        queue = PublishQueue(
+            self._max_queued, writer.publish_to, writer.wait_ready, writer.publish_done
+        )
         return writer, queue
 
     def _check(self) -> None:

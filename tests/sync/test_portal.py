@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 
@@ -90,16 +91,28 @@ def test_server_error_reaches_the_thread_as_the_core_object(nsqd_factory: object
     with SyncWriter(nsqd_tcp_addresses=[small.tcp_address]) as writer:
         writer.pub(topic, b"fits")
         [conn] = writer.aio.connections
-        original = conn.request
+        original = conn.request_to
 
-        def recording(data: bytes, timeout: float | None = None) -> asyncio.Future[bytes]:
-            fut = original(data, timeout)
-            fut.add_done_callback(
-                lambda f: seen.append(f.exception()) if f.exception() is not None else None
-            )
-            return fut
+        class Recording:
+            """Stands between the connection and the publish ticket, noting the error object."""
 
-        conn.request = recording  # type: ignore[method-assign]
+            def __init__(self, waiter: Any) -> None:
+                self.waiter = waiter
+
+            def done(self) -> bool:
+                return bool(self.waiter.done())
+
+            def set_result(self, result: bytes) -> None:
+                self.waiter.set_result(result)
+
+            def set_exception(self, exc: BaseException) -> None:
+                seen.append(exc)
+                self.waiter.set_exception(exc)
+
+        def recording(waiter: Any, data: bytes, timeout: float | None = None) -> None:
+            original(Recording(waiter), data, timeout)
+
+        conn.request_to = recording  # type: ignore[method-assign]
         with pytest.raises(BadMessageError) as info:
             writer.pub(topic, b"x" * 200)
         assert seen and info.value is seen[0]
