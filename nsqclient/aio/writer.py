@@ -263,8 +263,10 @@ class Writer:
 
         ``mpub(topic, [a, b])`` and asyncnsq's ``mpub(topic, a, b)`` both work.
         """
-        if more:
-            bodies: list[object] = [messages, *more]
+        if type(messages) is list and not more:
+            bodies: list[object] = messages  # the common call: no copy
+        elif more:
+            bodies = [messages, *more]
         elif isinstance(messages, str | bytes | bytearray | memoryview):
             bodies = [messages]
         elif isinstance(messages, Iterable) and not isinstance(messages, Mapping):
