@@ -6,10 +6,11 @@ Everything here runs on one event loop and needs no locks; the blocking facade i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..message import Message
 from .connection import Connection, ConnectionState
 from .delivery import MessageSink
-from .http import LookupdHTTPClient, LookupResult, Node, NsqdHTTPClient, Producer
 from .reader import Reader, ReaderState, create_reader
 from .tracker import MessageTracker
 from .writer import Writer, create_writer
@@ -31,3 +32,18 @@ __all__ = [
     "create_reader",
     "create_writer",
 ]
+
+# The HTTP helpers load httpx (about 10 MiB of RSS) only when first used: a Reader or Writer on
+# direct nsqd addresses never needs them.
+_HTTP_NAMES = frozenset({"LookupResult", "LookupdHTTPClient", "Node", "NsqdHTTPClient", "Producer"})
+
+if TYPE_CHECKING:
+    from .http import LookupdHTTPClient, LookupResult, Node, NsqdHTTPClient, Producer
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HTTP_NAMES:
+        from . import http
+
+        return getattr(http, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

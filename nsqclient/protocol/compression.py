@@ -10,8 +10,6 @@ from __future__ import annotations
 import zlib
 from typing import Protocol
 
-import snappy
-
 from ..errors import ProtocolError
 
 __all__ = ["Codec", "DeflateCodec", "SnappyCodec"]
@@ -31,6 +29,8 @@ class SnappyCodec:
     name = "snappy"
 
     def __init__(self) -> None:
+        import snappy  # python-snappy (and cramjam) load only when snappy is negotiated
+
         self._compressor = snappy.StreamCompressor()
         self._decompressor = snappy.StreamDecompressor()
 

@@ -10,7 +10,8 @@ rebuilds itself in the child on first use; objects left open are closed graceful
 
 from __future__ import annotations
 
-from ..aio.http import SyncLookupdHTTPClient, SyncNsqdHTTPClient
+from typing import TYPE_CHECKING, Any
+
 from .portal import get_loop, run_in_loop
 from .reader import SyncReader
 from .writer import SyncWriter
@@ -23,3 +24,15 @@ __all__ = [
     "get_loop",
     "run_in_loop",
 ]
+
+if TYPE_CHECKING:
+    from ..aio.http import SyncLookupdHTTPClient, SyncNsqdHTTPClient
+
+
+def __getattr__(name: str) -> Any:
+    """The HTTP helpers (and httpx) load on first use."""
+    if name in ("SyncLookupdHTTPClient", "SyncNsqdHTTPClient"):
+        from ..aio import http
+
+        return getattr(http, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
