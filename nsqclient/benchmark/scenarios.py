@@ -17,7 +17,6 @@ from array import array
 from collections.abc import Awaitable, Callable
 
 from ..aio import Message, Reader, Writer
-from ..aio.http import NsqdHTTPClient
 from .drivers._common import (
     SequenceTracker,
     body_factory,
@@ -403,6 +402,8 @@ async def measure_fanout(p: Params, channels: list[str]) -> Measurement:
 
 async def _http_publish(p: Params, http_addresses: list[str], *, batch: bool) -> Measurement:
     make = body_factory(p.payload_size)
+    from ..aio.http import NsqdHTTPClient  # here, so TCP scenarios' peak RSS excludes httpx
+
     clients = [NsqdHTTPClient(a, timeout=p.timeout) for a in http_addresses]
     latencies: array[int] = array("q")
     counts = [0, 0]
