@@ -1,58 +1,164 @@
-"""Fixtures for tests against real nsqd / nsqlookupd processes (never mocks).
+"""Fixtures for tests against NSQ daemons (never mocks), on two backends.
 
 Fixture names other tests rely on:
 
-* ``nsqd`` (a started :class:`NsqdProcess`), ``nsqd_factory`` (``nsqd_factory(**kwargs)`` starts
-  one more; all are stopped at teardown)
+* ``nsqd`` (a started nsqd), ``nsqd_factory`` (``nsqd_factory(**kwargs)`` starts one more with
+  :class:`~nsqclient.testing.daemons.NsqdProcess`'s arguments; all are stopped at teardown)
 * ``nsqlookupd``; ``nsq_cluster`` (``.lookupd`` and three ``.nsqds`` registered with it)
 * ``tls_certs`` (session) -> :class:`~nsqclient.testing.certs.CertBundle`
 * ``nsqd_tls`` (TLS offered), ``nsqd_tls_required`` (``--tls-required=true``)
 * ``auth_server`` (:class:`test_service.auth_server.AuthServer`: ``s3cret`` may do everything,
   ``readonly`` may only subscribe), ``nsqd_auth`` (nsqd asking that server)
+* ``nsq_backend``: ``"real"`` or ``"embedded"``, what the daemon fixtures of this test run on.
+
+**Backends.** In the integration suites (``tests/integration/protocol``, ``tests/aio``,
+``tests/sync``) every test using a daemon fixture runs twice: against real nsqd/nsqlookupd 1.3.0
+processes (``[real]``) and against nsqclient's embedded server (``[embedded]``,
+:mod:`nsqclient.testing.embedded`, on its own loop thread). A test passing on one and failing on
+the other is a bug in the embedded server, unless it relies on a documented difference
+(``nsqclient/testing/embedded/DIFFERENCES.md``); such a test is marked
+``@pytest.mark.real_nsqd_only(reason=...)`` and runs on real nsqd only. Elsewhere (e.g.
+``tests/test_service``, which tests the real-daemon scripts) the fixtures are real only.
+``--nsq-backend=real`` or ``=embedded`` (the pytest plugin's option) runs one backend only.
 
 Every daemon is stopped at teardown whatever happened. When a test fails, whatever each daemon
-(from these fixtures or made directly with ``nsqclient.testing.daemons``) logged during the test
-is attached to its report as a "daemon logs" section. Missing binaries make the
+(from these fixtures or made directly) logged during the test is attached to its report as a
+"daemon logs" section (by the ``nsqclient`` pytest plugin). Missing binaries make the real
 fixtures *fail* (never skip): build them with ``bash test_service/build_nsq.sh``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import weakref
 from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from nsqclient.testing import backends, plugin
 from nsqclient.testing.certs import CertBundle, make_certs
-from nsqclient.testing.daemons import (
-    Daemon,
-    NsqBinaryNotFound,
-    NsqCluster,
-    NsqdProcess,
-    NsqlookupdProcess,
-    all_daemons,
-)
+from nsqclient.testing.daemons import NsqBinaryNotFound
 from test_service.auth_server import ALLOW_ALL, AuthServer
 
 pytest_plugins = ["pytester"]
 
 SUBSCRIBE_ONLY = [{"permissions": ["subscribe"], "topic": ".*", "channels": [".*"]}]
-LOG_LINES_PER_DAEMON = 200
 
-NsqdFactory = Callable[..., NsqdProcess]
+NsqdFactory = Callable[..., Any]
 
-_log_offsets_key = pytest.StashKey["weakref.WeakKeyDictionary[Daemon, int]"]()
+TESTS = Path(__file__).resolve().parent
+BOTH_BACKENDS = [TESTS / "integration" / "protocol", TESTS / "aio", TESTS / "sync"]
+"""Suites whose daemon-using tests run on both backends."""
+
+_SYNC_FROZEN = (
+    "tests/sync/support.py's frozen() SIGSTOPs nsqd.pid, which only a real process has; "
+    "with nsqd.freeze()/thaw() instead it passes on both backends (drop these entries then)"
+)
+REAL_ONLY_ELSEWHERE: dict[str, str] = {
+    # tests/sync is not edited from here: its tests that cannot run on the embedded backend are
+    # listed by node id prefix (of the [embedded...] variant), with the reason, until they are
+    # fixed or carry the marker. The embedded variants are deselected.
+    "tests/sync/test_portal.py::test_blocked_publish_times_out_and_is_withdrawn": _SYNC_FROZEN,
+    "tests/sync/test_writer.py::test_backpressure_blocks_threads_while_nsqd_is_frozen": (
+        _SYNC_FROZEN
+    ),
+    "tests/sync/test_writer.py::test_close_while_threads_are_blocked_wakes_them": _SYNC_FROZEN,
+    "tests/sync/test_writer.py::test_cancelling_a_queued_pub_nowait_withdraws_it": _SYNC_FROZEN,
+    # Flaky on embedded (2 of 4 runs): when one janus batch holds several messages, run()'s
+    # worker keeps them in its local deque, untouched by auto_touch and out of reach of idle
+    # workers, so with msg_timeout=1s and 2.5 s handlers they time out. Real nsqd hides it
+    # with its 5 s new-channel scan (DIFFERENCES.md, "Timeouts and deferred messages"). A bug
+    # in nsqclient/sync/reader.py (_work), reported to the lead.
+    "tests/sync/test_reader.py::test_handler_slower_than_heartbeat_keeps_connection_and_messages"
+    "[embedded-auto_touch]": (
+        "nsqd's 5 s new-channel scan hides a SyncReader.run(auto_touch=True) bug (see above)"
+    ),
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "real_nsqd_only(reason): runs against real nsqd only (it relies on a real process or on "
+        "a difference listed in nsqclient/testing/embedded/DIFFERENCES.md)",
+    )
+
+
+def _backends_for(metafunc: pytest.Metafunc) -> list[str] | None:
+    path = Path(metafunc.definition.path).resolve()
+    if not any(path.is_relative_to(suite) for suite in BOTH_BACKENDS):
+        return None  # fixture default: real
+    wanted = list(backends.BACKENDS)
+    forced = plugin.chosen_backend(metafunc.config)
+    if forced in ("real", "embedded"):
+        wanted = [forced]
+    if metafunc.definition.get_closest_marker("real_nsqd_only") is not None:
+        wanted = [b for b in wanted if b == "real"]
+    return wanted
+
+
+def _backend_of(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return None if callspec is None else callspec.params.get("nsq_backend")
+
+
+def _listed_real_only(item: pytest.Item) -> str | None:
+    """The reason when ``item`` is the embedded variant of a test in REAL_ONLY_ELSEWHERE."""
+    if _backend_of(item) != "embedded":
+        return None
+    for prefix, reason in REAL_ONLY_ELSEWHERE.items():
+        if item.nodeid.startswith(prefix):
+            return reason
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Drop the embedded variants listed in REAL_ONLY_ELSEWHERE; their real twins carry the
+    marker, so that ``pytest -m real_nsqd_only --co`` lists every backend-specific test."""
+    dropped = {item.nodeid: reason for item in items if (reason := _listed_real_only(item))}
+    if not dropped:
+        return
+    twins = {nodeid.replace("[embedded", "[real", 1): r for nodeid, r in dropped.items()}
+    kept = []
+    for item in items:
+        if item.nodeid in dropped:
+            continue
+        if item.nodeid in twins:
+            item.add_marker(pytest.mark.real_nsqd_only(reason=twins[item.nodeid]))
+        kept.append(item)
+    config.hook.pytest_deselected(items=[i for i in items if i.nodeid in dropped])
+    items[:] = kept
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "nsq_backend" not in metafunc.fixturenames:
+        return
+    wanted = _backends_for(metafunc)
+    if wanted is not None:
+        metafunc.parametrize("nsq_backend", wanted, indirect=True)
+
+
+@pytest.fixture
+def nsq_backend(request: pytest.FixtureRequest) -> str:
+    """The backend of this test's daemons (parametrised in the integration suites)."""
+    return str(getattr(request, "param", "real"))
+
+
+# -- daemon logs in failure reports, when the nsqclient plugin is disabled (-p no:nsqclient) --
+
+_log_offsets_key = pytest.StashKey["weakref.WeakKeyDictionary[Any, int]"]()
+
+
+def _plugin_active(config: pytest.Config) -> bool:
+    return config.pluginmanager.has_plugin("nsqclient")
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
-    # Where every existing daemon's log stands, so a failure report shows only this test's part.
-    offsets: weakref.WeakKeyDictionary[Daemon, int] = weakref.WeakKeyDictionary()
-    for daemon in all_daemons():
-        offsets[daemon] = daemon.log_size()
-    item.stash[_log_offsets_key] = offsets
+    if not _plugin_active(item.config):
+        item.stash[_log_offsets_key] = plugin._current_offsets()
     return (yield)
 
 
@@ -60,17 +166,9 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """On failure, attach what each daemon logged during the test (from these fixtures or any
-    other code using nsqclient.testing.daemons) as report sections, shown with the failure."""
     report = yield
-    if report.failed:
-        offsets = item.stash.get(_log_offsets_key, None)
-        for daemon in all_daemons():
-            since = offsets.get(daemon, 0) if offsets is not None else 0
-            if daemon.log_size() <= since:
-                continue  # silent during this test (e.g. a module-scoped daemon it did not use)
-            lines = daemon.logs(since=since).splitlines()[-LOG_LINES_PER_DAEMON:]
-            report.sections.append((f"daemon logs ({report.when}): {daemon!r}", "\n".join(lines)))
+    if report.failed and not _plugin_active(item.config):
+        plugin.attach_daemon_logs(report, item.stash.get(_log_offsets_key, None))
     return report
 
 
@@ -84,56 +182,42 @@ def _binaries_required() -> Iterator[None]:
 
 
 @pytest.fixture
-def nsqd_factory() -> Iterator[NsqdFactory]:
-    created: list[NsqdProcess] = []
+def nsqd_factory(nsq_backend: str) -> Iterator[NsqdFactory]:
+    created: list[Any] = []
 
-    def make(**kwargs: Any) -> NsqdProcess:
+    def make(**kwargs: Any) -> Any:
         with _binaries_required():
-            nsqd = NsqdProcess(**kwargs)
+            nsqd = backends.start_nsqd(nsq_backend, **kwargs)
         created.append(nsqd)
-        nsqd.start()
         return nsqd
 
     try:
         yield make
     finally:
-        _stop_all(created)
-
-
-def _stop_all(daemons: list[NsqdProcess]) -> None:
-    errors: list[BaseException] = []
-    for daemon in reversed(daemons):
-        try:
-            daemon.stop()
-        except Exception as exc:  # keep stopping the others
-            errors.append(exc)
-    if errors:
-        raise errors[0]
+        plugin.stop_all(created)
 
 
 @pytest.fixture
-def nsqd(nsqd_factory: NsqdFactory) -> NsqdProcess:
+def nsqd(nsqd_factory: NsqdFactory) -> Any:
     return nsqd_factory()
 
 
 @pytest.fixture
-def nsqlookupd() -> Iterator[NsqlookupdProcess]:
+def nsqlookupd(nsq_backend: str) -> Iterator[Any]:
     with _binaries_required():
-        lookupd = NsqlookupdProcess()
+        lookupd = backends.start_lookupd(nsq_backend)
     try:
-        lookupd.start()
         yield lookupd
     finally:
         lookupd.stop()
 
 
 @pytest.fixture
-def nsq_cluster() -> Iterator[NsqCluster]:
+def nsq_cluster(nsq_backend: str) -> Iterator[Any]:
     """One nsqlookupd and three nsqd; lookupd's /nodes lists all three before the test runs."""
     with _binaries_required():
-        cluster = NsqCluster(nsqd_count=3)
+        cluster = backends.start_cluster(nsq_backend, nsqd_count=3)
     try:
-        cluster.start()
         yield cluster
     finally:
         cluster.stop()
@@ -145,7 +229,7 @@ def tls_certs(tmp_path_factory: pytest.TempPathFactory) -> CertBundle:
 
 
 @pytest.fixture
-def nsqd_tls(nsqd_factory: NsqdFactory, tls_certs: CertBundle) -> NsqdProcess:
+def nsqd_tls(nsqd_factory: NsqdFactory, tls_certs: CertBundle) -> Any:
     """nsqd offering TLS (clients may upgrade) with the test CA's server certificate."""
     return nsqd_factory(
         tls_cert=tls_certs.server_cert, tls_key=tls_certs.server_key, tls_root_ca=tls_certs.ca_cert
@@ -153,7 +237,7 @@ def nsqd_tls(nsqd_factory: NsqdFactory, tls_certs: CertBundle) -> NsqdProcess:
 
 
 @pytest.fixture
-def nsqd_tls_required(nsqd_factory: NsqdFactory, tls_certs: CertBundle) -> NsqdProcess:
+def nsqd_tls_required(nsqd_factory: NsqdFactory, tls_certs: CertBundle) -> Any:
     """nsqd with ``--tls-required=true``: nothing but IDENTIFY before TLS; HTTP only via HTTPS."""
     return nsqd_factory(
         tls_cert=tls_certs.server_cert,
@@ -176,5 +260,5 @@ def auth_server() -> Iterator[AuthServer]:
 
 
 @pytest.fixture
-def nsqd_auth(nsqd_factory: NsqdFactory, auth_server: AuthServer) -> NsqdProcess:
+def nsqd_auth(nsqd_factory: NsqdFactory, auth_server: AuthServer) -> Any:
     return nsqd_factory(auth_http_address=auth_server.address)

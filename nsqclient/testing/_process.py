@@ -203,6 +203,38 @@ def _reap(runtime: _Runtime) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _thread_states(pid: int) -> list[str]:
+    """The state letter of every thread of ``pid`` (``/proc/<pid>/task/*/stat``)."""
+    states = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return []
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat") as f:
+                states.append(f.read().rpartition(")")[2].split()[0])
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue  # a thread that just exited
+    return states
+
+
+def _wait_all_threads_stopped(pid: int, timeout: float) -> None:
+    """Block until every thread of ``pid`` is stopped ("T"/"t"). Without ``/proc`` (not Linux)
+    there is nothing to look at: SIGSTOP is then trusted after a short grace period."""
+    if not os.path.isdir("/proc/self/task"):
+        time.sleep(0.05)
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        states = _thread_states(pid)
+        if states and all(state in ("T", "t") for state in states):
+            return
+        if time.monotonic() >= deadline:
+            raise NsqDaemonError(f"process {pid} did not stop on SIGSTOP (thread states {states})")
+        time.sleep(0.001)
+
+
 class _PortInUse(Exception):
     pass
 
@@ -239,6 +271,7 @@ class Daemon:
         self._runtime.owned_dirs.append(self._workdir)
         self._log_path = log_path if log_path is not None else self._workdir / f"{self.program}.log"
         self._final_logs = b""
+        self._frozen = False
         self._finalizer = weakref.finalize(self, _reap, self._runtime)
         _registry.add(self)
 
@@ -400,10 +433,13 @@ class Daemon:
             time.sleep(min(POLL_INTERVAL, max(remaining, 0.0)))
 
     def _terminate(self, timeout: float) -> None:
-        """SIGTERM, wait up to ``timeout``, then SIGKILL. Safe in every state."""
+        """SIGTERM, wait up to ``timeout``, then SIGKILL. Safe in every state (a frozen daemon
+        is thawed first: a stopped process cannot handle SIGTERM)."""
         proc = self._runtime.proc
         if proc is None:
             return
+        if self._frozen:
+            self.thaw()
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
@@ -415,10 +451,43 @@ class Daemon:
                 proc.wait()
         self._runtime.proc = None
 
+    # -- freezing (SIGSTOP) --
+
+    @property
+    def frozen(self) -> bool:
+        """True between :meth:`freeze` and :meth:`thaw` (or the end of the process)."""
+        return self._frozen and self.running
+
+    def freeze(self, timeout: float = 10.0) -> None:
+        """SIGSTOP the daemon and return once every one of its threads is stopped.
+
+        The kernel still accepts TCP connections and buffers what clients send, but nothing is
+        read, answered or heartbeated, and no timer fires, until :meth:`thaw`. ``stop()`` and
+        ``restart()`` thaw first; ``kill()`` works on a frozen daemon as SIGKILL does.
+        """
+        pid = self.pid
+        if pid is None:
+            raise NsqDaemonError(f"cannot freeze {self!r}: it is not running")
+        os.kill(pid, signal.SIGSTOP)
+        self._frozen = True
+        try:
+            _wait_all_threads_stopped(pid, timeout)  # SIGSTOP is asynchronous
+        except BaseException:
+            self.thaw()
+            raise
+
+    def thaw(self) -> None:
+        """SIGCONT a frozen daemon. Harmless when it is not frozen or not running."""
+        pid = self.pid
+        self._frozen = False
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the daemon (SIGTERM, then SIGKILL after ``timeout``) and delete its temporary
-        folders. Idempotent, and safe whether it was never started, already died or was killed.
-        ``logs()`` keeps working afterwards."""
+        folders. Idempotent, and safe whether it was never started, already died, was killed or
+        is frozen (it is thawed first). ``logs()`` keeps working afterwards."""
         try:
             self._terminate(timeout)
         finally:
@@ -428,8 +497,10 @@ class Daemon:
                 shutil.rmtree(path, ignore_errors=True)
 
     def kill(self) -> None:
-        """SIGKILL the daemon, as a crash would; its data folder is kept for ``restart()``."""
+        """SIGKILL the daemon, as a crash would; its data folder is kept for ``restart()``.
+        A frozen daemon dies without running again."""
         proc = self._runtime.proc
+        self._frozen = False
         if proc is None:
             return
         if proc.poll() is None:

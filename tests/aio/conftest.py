@@ -2,8 +2,9 @@
 consumers.
 
 Every wait is a condition polled until a deadline (``wait_for``), never a bare sleep. A frozen
-nsqd (SIGSTOP) is the honest way to make a real daemon go silent: the kernel keeps accepting its
-TCP traffic, but nothing is read, answered or heartbeated until SIGCONT.
+nsqd (``nsqd.freeze()``: SIGSTOP, or the embedded server's parked loop thread) is the honest way
+to make a daemon go silent: the kernel keeps accepting its TCP traffic, but nothing is read,
+answered or heartbeated until ``thaw()``.
 """
 
 from __future__ import annotations
@@ -11,9 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import os
-import signal
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -64,34 +62,13 @@ async def wait_for(
 
 @contextlib.contextmanager
 def frozen(nsqd: NsqdProcess) -> Iterator[None]:
-    """SIGSTOP nsqd for the duration of the block (SIGCONT afterwards, whatever happened)."""
-    pid = nsqd.pid
-    assert pid is not None, f"{nsqd!r} is not running"
-    os.kill(pid, signal.SIGSTOP)
+    """Freeze nsqd for the duration of the block (thawed afterwards, whatever happened): SIGSTOP
+    for a real nsqd, a parked loop thread for the embedded one. Returns once it is frozen."""
+    nsqd.freeze()
     try:
-        _wait_stopped(pid)  # the signal is asynchronous: nsqd may still answer for a moment
         yield
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)
-
-
-def _wait_stopped(pid: int) -> None:
-    """Block until every thread of ``pid`` is in the stopped state ("T" in /proc)."""
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        states = []
-        for task in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{task}/stat") as f:
-                    states.append(f.read().rpartition(")")[2].split()[0])
-            except FileNotFoundError:
-                continue  # a thread that just exited
-        if states and all(state in ("T", "t") for state in states):
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"process {pid} did not stop on SIGSTOP (thread states {states})")
-        time.sleep(0.001)
+        nsqd.thaw()
 
 
 class Stats:

@@ -4,8 +4,6 @@ closed."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 
 import pytest
 
@@ -137,16 +135,14 @@ async def test_sigstopped_nsqd_is_declared_dead_and_reconnected(
         topic, channel, nsqd_tcp_addresses=[nsqd.tcp_address], heartbeat_interval=1000, **FAST
     )
     reader.set_message_handler(lambda m: got.append(m.body), direct=True)
-    pid = nsqd.pid
-    assert pid is not None
     async with asyncio.timeout(DEADLINE + 10):
         await reader.start()
         (first,) = reader.connections
-        os.kill(pid, signal.SIGSTOP)
+        nsqd.freeze()
         try:
             await wait_for(lambda: not first.is_open, what="the frozen nsqd to be given up")
         finally:
-            os.kill(pid, signal.SIGCONT)
+            nsqd.thaw()
         await wait_for(lambda: reader.connections and reader.connections[0] is not first)
         await wait_connected(reader, 1)
         await publish(nsqd, topic, [b"thawed"])

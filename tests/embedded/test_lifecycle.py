@@ -234,6 +234,7 @@ async def test_command_line_runs_until_sigterm() -> None:
         assert proc.stdout is not None
         lines = [await _line(proc.stdout) for _ in range(4)]
         addresses = dict(line.rsplit(None, 1) for line in lines)
+        assert (await _line(proc.stdout)).startswith("ready")
         nsqd_tcp = addresses["nsqd TCP"]
         client = await RawClient.connect(nsqd_tcp)
         reply = await client.identify(feature_negotiation=True)

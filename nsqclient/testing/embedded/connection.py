@@ -58,6 +58,10 @@ class ClientConnection(ClientState, asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        if not self.nsqd.running:  # accepted just as nsqd stopped (e.g. queued while frozen)
+            self.closed = True
+            self.transport.abort()
+            return
         self.transport.set_write_buffer_limits(high=4 * 1024 * 1024)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):

@@ -1,7 +1,9 @@
 """pytest fixtures for the embedded servers (each runs on its own loop thread).
 
-Load with ``pytest_plugins = ["nsqclient.testing.embedded.fixtures"]`` in a conftest, or through
-a ``pytest11`` entry point. Every fixture stops what it started, even when the test fails.
+Load with ``pytest_plugins = ["nsqclient.testing.embedded.fixtures"]`` in a conftest. (The
+``nsqclient`` pytest plugin, :mod:`nsqclient.testing.plugin`, loaded automatically, offers
+``nsqd``/``nsqlookupd``/``nsq_cluster`` on real or embedded daemons.) Every fixture stops what it
+started, even when the test fails.
 
 * ``embedded_nsqd_factory(**options)`` -> a started :class:`ThreadedEmbeddedNsqd`;
 * ``embedded_nsqd`` -> one with default options;

@@ -18,7 +18,16 @@ from http import HTTPStatus
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["HttpServer", "Request", "Response", "Router", "plain", "v1_error", "v1_ok"]
+__all__ = [
+    "HttpServer",
+    "Request",
+    "Response",
+    "Router",
+    "plain",
+    "stop_accepting",
+    "v1_error",
+    "v1_ok",
+]
 
 _MAX_HEADER: Final = 1 << 20
 _V1: Final = ("X-NSQ-Content-Type", "nsq; version=1.0")
@@ -126,6 +135,19 @@ def _redirect(request: Request, path: str, status: int) -> Response:
     return Response(status, b"", headers)
 
 
+async def stop_accepting(*servers: asyncio.Server | None) -> None:
+    """Stop taking connections off the servers' listen queues, then let the ones already taken
+    reach ``connection_made``. Call before ``Server.close()``: asyncio (3.11) leaks the socket of a
+    connection accepted just before ``close()`` whose setup runs after it."""
+    loop = asyncio.get_running_loop()
+    for server in servers:
+        if server is not None:
+            for sock in server.sockets:
+                loop.remove_reader(sock.fileno())
+    for _ in range(2):
+        await asyncio.sleep(0)
+
+
 class _BadRequest(Exception):
     pass
 
@@ -138,6 +160,10 @@ class HttpServer:
         self.body_limit = body_limit
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+
+    @property
+    def server(self) -> asyncio.Server | None:
+        return self._server
 
     async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> int:
         self._server = await asyncio.start_server(
@@ -186,6 +212,8 @@ class HttpServer:
                     break
         except (ConnectionError, ssl.SSLError):
             pass
+        except asyncio.CancelledError:
+            pass  # server shutdown: end quietly (3.11 logs a cancelled stream handler as an error)
         finally:
             self._writers.discard(writer)
             writer.close()

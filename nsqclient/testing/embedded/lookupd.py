@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Final
 
 from ...protocol.names import is_valid_name
-from .httpserver import HttpServer
+from .httpserver import HttpServer, stop_accepting
 from .logs import LogBuffer
 from .lookupd_db import PeerInfo, RegistrationDB
 from .lookupd_http import LookupdHttpApi
@@ -94,6 +94,7 @@ class EmbeddedLookupd:
         self._tcp: asyncio.Server | None = None
         self._http: HttpServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
 
     @staticmethod
     def now() -> float:
@@ -140,15 +141,29 @@ class EmbeddedLookupd:
         await self.stop()
         await self.start()
 
+    def drop_everything(self) -> None:
+        """Synchronously stop listening and abort every socket (the first half of ``kill()``)."""
+        if not self.running:
+            return
+        if self._tcp is not None:
+            self._tcp.close()
+        if self._http is not None:
+            self._http.close(abort=True)
+        for writer in list(self._writers):
+            writer.transport.abort()
+
     async def _shutdown(self, *, abort: bool) -> None:
         if not self.running:
             return
         self.running = False
         assert self._tcp is not None and self._http is not None
+        await stop_accepting(self._tcp, self._http.server)
         self._tcp.close()
         self._http.close(abort=abort)
         for writer in list(self._writers):
             writer.transport.abort() if abort else writer.close()
+        if self._handlers:  # each sees its connection end and unregisters that nsqd
+            await asyncio.wait(list(self._handlers), timeout=2.0)
         await self._tcp.wait_closed()
         await self._http.wait_closed()
         self.db = RegistrationDB()
@@ -169,6 +184,7 @@ class EmbeddedLookupd:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        self._handlers.add(asyncio.current_task())  # type: ignore[arg-type]
         peer_name = writer.get_extra_info("peername")
         remote = _join(str(peer_name[0]), int(peer_name[1])) if peer_name else "?"
         peer: PeerInfo | None = None
@@ -188,7 +204,10 @@ class EmbeddedLookupd:
                 writer.write(_frame(reply))
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             pass
+        except asyncio.CancelledError:
+            pass  # server shutdown: end quietly (3.11 logs a cancelled stream handler as an error)
         finally:
+            self._handlers.discard(asyncio.current_task())
             self._writers.discard(writer)
             if peer is not None:
                 for r in self.db.lookup_registrations(peer.id):

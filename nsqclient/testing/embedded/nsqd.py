@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from .auth import AuthState, query_any
 from .connection import ClientConnection
-from .httpserver import HttpServer
+from .httpserver import HttpServer, stop_accepting
 from .logs import LogBuffer
 from .lookup_peer import LookupPeer, lookupd_channels, register
 from .nsqd_http import NsqdHttpApi
@@ -289,6 +289,21 @@ class EmbeddedNsqd:
         await self._shutdown(abort=False, keep="messages")
         await self.start()
 
+    def drop_everything(self) -> None:
+        """Synchronously stop listening and abort every socket: the first half of ``kill()``,
+        for a caller already on the loop thread that must not let anything else run first."""
+        if not self.running:
+            return
+        if self._tcp is not None:
+            self._tcp.close()
+        for server in (self._http, self._https):
+            if server is not None:
+                server.close(abort=True)
+        for peer in self._peers.values():
+            peer.abort()
+        for conn in list(self.conns):
+            conn.abort()
+
     async def _shutdown(self, *, abort: bool, keep: str) -> None:
         if not self.running:
             if keep == "nothing":
@@ -299,6 +314,7 @@ class EmbeddedNsqd:
         if self._ping_task is not None:
             self._ping_task.cancel()
         assert self._tcp is not None
+        await stop_accepting(self._tcp, *(s.server for s in (self._http, self._https) if s))
         self._tcp.close()
         for server in (self._http, self._https):
             if server is not None:

@@ -3,13 +3,19 @@
 For synchronous tests and fixtures: ``ThreadedEmbeddedNsqd(...).start()`` returns once it listens;
 ``stop()``, ``kill()``, ``restart()`` block until done; ``logs()`` and the address properties can
 be read from any thread. The same names as the ``NsqdProcess`` helper, so a fixture can swap them.
+
+``freeze()`` is the embedded SIGSTOP: it parks the server's loop thread in a blocking wait, so the
+server reads nothing, writes nothing and runs no timer (no heartbeats, no replies, no message
+timeouts) until ``thaw()``, while the kernel keeps accepting connections and buffering what
+clients send, exactly as for a stopped process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Collection, Coroutine, Mapping
+import weakref
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
@@ -19,11 +25,42 @@ from ..daemons import NsqDaemonError
 from .lookupd import EmbeddedLookupd
 from .nsqd import EmbeddedNsqd
 
-__all__ = ["ThreadedEmbeddedLookupd", "ThreadedEmbeddedNsqd"]
+__all__ = [
+    "ThreadedEmbeddedCluster",
+    "ThreadedEmbeddedLookupd",
+    "ThreadedEmbeddedNsqd",
+    "all_threaded_servers",
+]
 
 _T = TypeVar("_T")
 _S = TypeVar("_S", EmbeddedNsqd, EmbeddedLookupd)
 _TIMEOUT = 30.0
+
+_registry: weakref.WeakSet[_Threaded[Any]] = weakref.WeakSet()
+
+
+def all_threaded_servers() -> list[_Threaded[Any]]:
+    """Every threaded embedded server of this process still referenced (for failure reports)."""
+    return list(_registry)
+
+
+class _FreezeGate:
+    """Parks a loop thread: :meth:`hold` runs as a loop callback and blocks until released."""
+
+    def __init__(self) -> None:
+        self.holding = threading.Event()
+        self._released = threading.Event()
+        self._on_release: Callable[[], None] | None = None
+
+    def hold(self) -> None:
+        self.holding.set()
+        self._released.wait()
+        if self._on_release is not None:
+            self._on_release()  # still before the loop looks at any socket or timer
+
+    def release(self, then: Callable[[], None] | None = None) -> None:
+        self._on_release = then
+        self._released.set()
 
 
 class _Threaded(Generic[_S]):
@@ -32,12 +69,59 @@ class _Threaded(Generic[_S]):
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._gate: _FreezeGate | None = None
+        _registry.add(self)
 
     def _call(self, coro: Coroutine[Any, Any, _T], timeout: float = _TIMEOUT) -> _T:
         if self._loop is None or threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("the embedded server is not running on its own thread here")
+        if self._gate is not None:
+            coro.close()
+            raise RuntimeError(f"{self!r} is frozen: thaw() it first")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    # -- freezing (the embedded SIGSTOP) --
+
+    @property
+    def frozen(self) -> bool:
+        """True between :meth:`freeze` and :meth:`thaw`."""
+        return self._gate is not None
+
+    def freeze(self, timeout: float = _TIMEOUT) -> None:
+        """Stop the server's loop thread dead; returns once it is parked.
+
+        Like SIGSTOP on nsqd: connections are still accepted by the kernel and what clients send
+        is buffered, but nothing is read, answered or heartbeated and no timer fires until
+        :meth:`thaw` (timers that came due meanwhile fire then). ``stop()`` and ``restart()``
+        thaw first; ``kill()`` drops every connection without running anything else, as SIGKILL
+        does to a stopped process. HTTP helpers (``stats()``, ``pub()``) hang while frozen, as
+        they would against a stopped nsqd.
+        """
+        if self._loop is None or not self.running:
+            raise NsqDaemonError(f"cannot freeze {self!r}: it is not running")
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("freeze() called from the server's own loop thread")
+        if self._gate is not None:
+            return
+        gate = _FreezeGate()
+        self._loop.call_soon_threadsafe(gate.hold)
+        if not gate.holding.wait(timeout):
+            gate.release()
+            raise NsqDaemonError(f"{self!r}: its loop thread did not park within {timeout}s")
+        self._gate = gate
+
+    def thaw(self) -> None:
+        """Let a frozen server run again. Harmless when it is not frozen."""
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.release()
+
+    def _thaw_into_kill(self) -> None:
+        """Release a frozen loop so that its first act is dropping every socket."""
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.release(then=self.server.drop_everything)
 
     def _ensure_thread(self) -> None:
         if self._thread is not None:
@@ -73,21 +157,26 @@ class _Threaded(Generic[_S]):
         return self
 
     def stop(self, timeout: float = _TIMEOUT) -> None:
-        """Clean exit, then the loop thread ends. Idempotent."""
+        """Clean exit, then the loop thread ends. Idempotent; a frozen server is thawed first."""
+        self.thaw()
         if self._thread is None:
             return
         self._call(self.server.stop(), timeout)
         self._end_thread()
 
     def kill(self) -> None:
-        """Drop every connection abruptly and stop, as SIGKILL would."""
+        """Drop every connection abruptly and stop, as SIGKILL would (even when frozen: then
+        nothing buffered meanwhile is read or answered)."""
+        self._thaw_into_kill()
         if self._thread is None:
             return
         self._call(self.server.kill())
         self._end_thread()
 
     def restart(self, timeout: float = _TIMEOUT) -> None:
-        """Clean exit and start on the same ports (after ``kill()``: just start again)."""
+        """Clean exit and start on the same ports (after ``kill()``: just start again). A frozen
+        server is thawed first."""
+        self.thaw()
         if self._thread is None:
             self.start(timeout)
             return
@@ -136,7 +225,7 @@ class _Threaded(Generic[_S]):
         self.stop()
 
     def __repr__(self) -> str:
-        state = "running" if self.running else "stopped"
+        state = ("frozen" if self.frozen else "running") if self.running else "stopped"
         return f"<{type(self).__name__} tcp={self.tcp_address} http={self.http_address} {state}>"
 
 
@@ -146,6 +235,7 @@ async def _cancel_others() -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.sleep(0)  # let the transports closed by those tasks close their sockets
 
 
 class ThreadedEmbeddedNsqd(_Threaded[EmbeddedNsqd]):

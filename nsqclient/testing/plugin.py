@@ -1,0 +1,209 @@
+"""nsqclient's pytest plugin: NSQ daemons as fixtures for your own tests.
+
+Installed with nsqclient (entry point ``pytest11``: ``nsqclient``), so nothing needs importing::
+
+    def test_my_consumer(nsqd):                     # a fresh nsqd for this test
+        nsqd.pub("orders", b"hello")
+        assert my_consumer.run_once(nsqd.tcp_address) == [b"hello"]
+
+Fixtures (each stops what it started, even when the test fails):
+
+* ``nsqd``: one nsqd; ``nsqd_factory(**kwargs)`` starts more (``NsqdProcess``'s arguments, e.g.
+  ``extra_args=["--msg-timeout=5s"]``);
+* ``nsqlookupd``: one nsqlookupd;
+* ``nsq_cluster``: a lookupd and two nsqd registered with it (``.lookupd``, ``.nsqds``,
+  ``.nsqd_tcp_addresses``, ``.nsqd_http_addresses``);
+* ``nsq_backend``: ``"real"`` or ``"embedded"``, the backend those fixtures use.
+
+Backend: real nsqd/nsqlookupd binaries when they can be found (``$NSQ_BIN_DIR``, ``nsqd`` on
+``$PATH``, or ``test_service/.bin`` inside nsqclient's repository), else the embedded in-process
+server. Force one with ``pytest --nsq-backend=real|embedded|auto`` or ``NSQCLIENT_BACKEND``
+(the option wins). A conftest fixture of the same name overrides the plugin's, as usual in pytest.
+When a test fails, what its daemons logged during it is attached to the report.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from .backends import ClusterServer, LookupdServer, NsqdServer, Server
+
+__all__ = ["nsq_backend", "nsq_cluster", "nsqd", "nsqd_factory", "nsqlookupd"]
+
+OPTION = "--nsq-backend"
+LOG_LINES = 200
+_log_offsets = pytest.StashKey["weakref.WeakKeyDictionary[Server, int]"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("nsqclient", "NSQ daemons for tests (nsqclient)")
+    group.addoption(
+        OPTION,
+        dest="nsq_backend",
+        choices=["auto", "real", "embedded"],
+        default=None,
+        help="nsqd/nsqlookupd for the nsqd, nsqlookupd and nsq_cluster fixtures: real binaries, "
+        "the embedded in-process server, or auto (real when found; default, or "
+        "$NSQCLIENT_BACKEND)",
+    )
+
+
+def chosen_backend(config: pytest.Config) -> str | None:
+    """What the command line asked for (None: not given; then the environment, then auto)."""
+    value = config.getoption("nsq_backend", default=None)
+    return str(value) if value else None
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    import os
+
+    from .backends import BACKEND_ENV
+
+    choice = chosen_backend(config)
+    source = f"{OPTION}={choice}"
+    if choice is None:
+        choice = os.environ.get(BACKEND_ENV) or None
+        source = f"{BACKEND_ENV}={choice}"
+    if choice is None:
+        return None  # quiet unless asked: resolving "auto" means looking for binaries
+    from .backends import resolve_backend
+
+    return f"nsqclient: NSQ backend {resolve_backend(choice)} ({source})"
+
+
+# -- daemon logs in failure reports ---------------------------------------------------------------
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    item.stash[_log_offsets] = _current_offsets()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """On failure, attach what each daemon (of either backend) logged during the test."""
+    report = yield
+    if report.failed:
+        attach_daemon_logs(report, item.stash.get(_log_offsets, None))
+    return report
+
+
+def _current_offsets() -> weakref.WeakKeyDictionary[Server, int]:
+    offsets: weakref.WeakKeyDictionary[Server, int] = weakref.WeakKeyDictionary()
+    if not _testing_loaded():
+        return offsets
+    from .backends import all_servers
+
+    for server in all_servers():
+        offsets[server] = server.log_size()
+    return offsets
+
+
+def _testing_loaded() -> bool:
+    import sys
+
+    return "nsqclient.testing.daemons" in sys.modules
+
+
+def attach_daemon_logs(
+    report: pytest.TestReport, offsets: weakref.WeakKeyDictionary[Server, int] | None
+) -> None:
+    if not _testing_loaded():
+        return
+    from .backends import all_servers
+
+    for server in all_servers():
+        since = offsets.get(server, 0) if offsets is not None else 0
+        if server.log_size() <= since:
+            continue  # silent during this test
+        lines = server.logs(since=since).splitlines()[-LOG_LINES:]
+        report.sections.append((f"daemon logs ({report.when}): {server!r}", "\n".join(lines)))
+
+
+# -- fixtures -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def nsq_backend(request: pytest.FixtureRequest) -> str:
+    """``"real"`` or ``"embedded"``: what the NSQ fixtures of this test run on."""
+    from .backends import resolve_backend
+
+    return resolve_backend(chosen_backend(request.config))
+
+
+def _start(make: Callable[[], Any]) -> Any:
+    from .daemons import NsqBinaryNotFound
+
+    try:
+        return make()
+    except NsqBinaryNotFound as exc:  # only with the real backend forced
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture
+def nsqd_factory(nsq_backend: str) -> Iterator[Callable[..., NsqdServer]]:
+    """``nsqd_factory(**kwargs)`` starts one more nsqd (``NsqdProcess``'s arguments)."""
+    from .backends import start_nsqd
+
+    started: list[NsqdServer] = []
+
+    def make(**kwargs: Any) -> NsqdServer:
+        server: NsqdServer = _start(lambda: start_nsqd(nsq_backend, **kwargs))
+        started.append(server)
+        return server
+
+    try:
+        yield make
+    finally:
+        stop_all(started)
+
+
+@pytest.fixture
+def nsqd(nsqd_factory: Callable[..., NsqdServer]) -> NsqdServer:
+    """One started nsqd on 127.0.0.1 (free ports): ``.tcp_address``, ``.http_address``,
+    ``.stats()``, ``.pub()``, ``.freeze()``/``.thaw()``, ``.restart()``, ``.logs()``."""
+    return nsqd_factory()
+
+
+@pytest.fixture
+def nsqlookupd(nsq_backend: str) -> Iterator[LookupdServer]:
+    """One started nsqlookupd: ``.tcp_address`` (for nsqd), ``.http_address`` (for Readers)."""
+    from .backends import start_lookupd
+
+    lookupd: LookupdServer = _start(lambda: start_lookupd(nsq_backend))
+    try:
+        yield lookupd
+    finally:
+        lookupd.stop()
+
+
+@pytest.fixture
+def nsq_cluster(nsq_backend: str) -> Iterator[ClusterServer]:
+    """A lookupd and two nsqd registered with it (lookupd lists both before the test runs)."""
+    from .backends import start_cluster
+
+    cluster: ClusterServer = _start(lambda: start_cluster(nsq_backend, nsqd_count=2))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def stop_all(servers: list[Any]) -> None:
+    """Stop every server (the last started first); re-raise the first failure afterwards."""
+    errors: list[BaseException] = []
+    for server in reversed(servers):
+        try:
+            server.stop()
+        except Exception as exc:  # keep stopping the others
+            errors.append(exc)
+    if errors:
+        raise errors[0]
