@@ -51,29 +51,9 @@ TESTS = Path(__file__).resolve().parent
 BOTH_BACKENDS = [TESTS / "integration" / "protocol", TESTS / "aio", TESTS / "sync"]
 """Suites whose daemon-using tests run on both backends."""
 
-_SYNC_FROZEN = (
-    "tests/sync/support.py's frozen() SIGSTOPs nsqd.pid, which only a real process has; "
-    "with nsqd.freeze()/thaw() instead it passes on both backends (drop these entries then)"
-)
 REAL_ONLY_ELSEWHERE: dict[str, str] = {
-    # tests/sync is not edited from here: its tests that cannot run on the embedded backend are
-    # listed by node id prefix (of the [embedded...] variant), with the reason, until they are
-    # fixed or carry the marker. The embedded variants are deselected.
-    "tests/sync/test_portal.py::test_blocked_publish_times_out_and_is_withdrawn": _SYNC_FROZEN,
-    "tests/sync/test_writer.py::test_backpressure_blocks_threads_while_nsqd_is_frozen": (
-        _SYNC_FROZEN
-    ),
-    "tests/sync/test_writer.py::test_close_while_threads_are_blocked_wakes_them": _SYNC_FROZEN,
-    "tests/sync/test_writer.py::test_cancelling_a_queued_pub_nowait_withdraws_it": _SYNC_FROZEN,
-    # Flaky on embedded (2 of 4 runs): when one janus batch holds several messages, run()'s
-    # worker keeps them in its local deque, untouched by auto_touch and out of reach of idle
-    # workers, so with msg_timeout=1s and 2.5 s handlers they time out. Real nsqd hides it
-    # with its 5 s new-channel scan (DIFFERENCES.md, "Timeouts and deferred messages"). A bug
-    # in nsqclient/sync/reader.py (_work), reported to the lead.
-    "tests/sync/test_reader.py::test_handler_slower_than_heartbeat_keeps_connection_and_messages"
-    "[embedded-auto_touch]": (
-        "nsqd's 5 s new-channel scan hides a SyncReader.run(auto_touch=True) bug (see above)"
-    ),
+    # node-id prefixes of [embedded...] variants that cannot run there, with the reason; their
+    # embedded variants are deselected. Empty: every integration test runs on both backends.
 }
 
 

@@ -120,7 +120,7 @@ class Reader:
         self._workers: set[asyncio.Task[None]] = set()
         self._auto_touch = False
         self._auto_touch_max: float | None = None
-        self._handling: dict[Message, float] = {}
+        self._touch_seen: dict[Message, float] = {}  # auto-touch: when each was first seen
         self._touch_handle: asyncio.TimerHandle | None = None
         self._consumer_task: asyncio.Task[Any] | None = None
         self._closing_task: asyncio.Task[None] | None = None
@@ -534,9 +534,6 @@ class Reader:
         queue = self._queue
         runner = self._runner
         assert runner is not None
-        if self._auto_touch:
-            await self._worker_touching(runner)
-            return
         run_sync = runner.run_sync
         is_async = runner.is_async
         done = 0
@@ -561,37 +558,19 @@ class Reader:
                 done = 0
                 await asyncio.sleep(0)
 
-    async def _worker_touching(self, runner: HandlerRunner) -> None:
-        queue = self._queue
-        while True:
-            try:
-                msg = queue.get_nowait() or await queue.get()
-            except QueueClosed:
-                return
-            if msg._responded:
-                continue
-            self.begin_handling(msg)
-            try:
-                await runner.run(msg)
-            finally:
-                self.end_handling(msg)
-
     # ------------------------------------------------------------------ auto-touch
 
     def enable_auto_touch(self, enabled: bool = True, max_seconds: float | None = None) -> None:
-        """Keep messages being handled alive with TOUCH (see ``set_message_handler``)."""
+        """TOUCH every message delivered to this Reader and not yet answered, each half
+        ``msg_timeout``, for at most ``max_seconds`` (default: nsqd's ``max_msg_timeout``).
+
+        Messages waiting behind slow handlers (in the queue, or crossing to threads) are kept
+        alive as well as those being handled: all of them would otherwise time out on nsqd.
+        """
         self._auto_touch = enabled
         self._auto_touch_max = max_seconds
         if enabled and self._state is ReaderState.RUNNING:
             self._arm_touch()
-
-    def begin_handling(self, msg: Message) -> None:
-        """Note that a handler started on ``msg`` (thread-safe; used by auto-touch)."""
-        if self._auto_touch:
-            self._handling[msg] = self._now() if self._loop is not None else 0.0
-
-    def end_handling(self, msg: Message) -> None:
-        self._handling.pop(msg, None)
 
     def _touch_interval(self) -> float:
         timeouts = [
@@ -631,9 +610,14 @@ class Reader:
             return
         now = self._now()
         cap = self._touch_cap()
-        for msg, started in list(self._handling.items()):
-            if not msg._responded and now - started < cap:
+        seen = self._touch_seen
+        current: dict[Message, float] = {}
+        for msg in self.tracker.messages():
+            first = seen.get(msg, now)
+            current[msg] = first
+            if not msg._responded and now - first < cap:
                 msg.touch()
+        self._touch_seen = current  # answered messages drop out
         self._arm_touch()
 
     def messages(self) -> AsyncIterator[Message]:

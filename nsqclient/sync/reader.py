@@ -74,6 +74,7 @@ class SyncReader:
         self._local: collections.deque[Message] = collections.deque()
         self._iter_threads: dict[int, threading.Thread] = {}
         self._workers: list[threading.Thread] = []
+        self._work_queue: collections.deque[Message] = collections.deque()  # run()'s workers
         self._stopping = threading.Event()
         self._stopping_flag = False  # mirrors _stopping for the iteration fast path
         self._closed = False
@@ -361,12 +362,13 @@ class SyncReader:
             self._workers = [
                 threading.Thread(
                     target=self._work,
-                    args=(runner, auto_touch),
+                    args=(runner,),
                     name=f"nsqclient-handler-{i}",
                     daemon=True,
                 )
                 for i in range(threads)
             ]
+            self._work_queue = collections.deque()
             for thread in self._workers:
                 thread.start()
             deadline = None if timeout is None else time.monotonic() + timeout
@@ -378,38 +380,41 @@ class SyncReader:
         finally:
             self.graceful_close()
 
-    def _work(self, runner: HandlerRunner, touching: bool) -> None:
-        local: collections.deque[Message] = collections.deque()
+    def _work(self, runner: HandlerRunner) -> None:
+        # Workers share one deque (thread-safe appends and pops): a slow handler never sits on
+        # a batch idle workers could take. (Auto-touch, on the loop, covers every message
+        # delivered and unanswered, wherever it waits.)
+        shared = self._work_queue
         sink = self._sink
-        reader = self._reader
         stopping = self._stopping
-        try:
-            while not stopping.is_set():
-                if not local:
-                    try:
-                        local.extend(sink.get_batch(SLICE))
-                    except Empty:
-                        continue
-                    except ClosedError:
-                        return
-                msg = local.popleft()
-                if not is_live(msg):
-                    continue
-                if touching:
-                    reader.begin_handling(msg)
+        while not stopping.is_set():
+            try:
+                msg = shared.popleft()
+            except IndexError:
                 try:
-                    pending = runner.run_sync(msg)
-                    if pending is not None:  # a plain function returned an awaitable
-                        self._portal.call(_finish(runner, msg, pending))
-                except Exception:
-                    log.exception("message handler machinery failed")
-                finally:
-                    if touching:
-                        reader.end_handling(msg)
-        finally:
-            for msg in local:  # stopping: hand back what this thread had not started
-                if not msg._responded:
-                    msg.req(0, backoff=False)
+                    batch = sink.get_batch(SLICE)
+                except Empty:
+                    continue
+                except ClosedError:
+                    break
+                shared.extend(batch)
+                continue
+            if not is_live(msg):
+                continue
+            try:
+                pending = runner.run_sync(msg)
+                if pending is not None:  # a plain function returned an awaitable
+                    self._portal.call(_finish(runner, msg, pending))
+            except Exception:
+                log.exception("message handler machinery failed")
+        # stopping: the last worker out hands back what no worker started
+        while True:
+            try:
+                msg = shared.popleft()
+            except IndexError:
+                return
+            if not msg._responded:
+                msg.req(0, backoff=False)
 
     def stop(self) -> None:
         """Ask ``run()`` (and iteration) to return; ``run()`` then closes gracefully.

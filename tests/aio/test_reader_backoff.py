@@ -32,11 +32,6 @@ def _level(reader: Reader) -> int:
     return int(reader.stats()["backoff_level"])
 
 
-@pytest.mark.real_nsqd_only(
-    reason="sample() can run before the Reader's end-of-iteration flush of RDY 0 when the "
-    "delivery arrives with the /pub reply: the embedded server does not buffer output "
-    "(DIFFERENCES.md, 'Output buffering'); awaiting asyncio.sleep(0) in sample() fixes it"
-)
 async def test_failure_stops_every_connection_then_tests_with_rdy_1_and_success_resumes(
     nsqd_factory: NsqdFactory, make_reader: MakeReader
 ) -> None:
@@ -62,7 +57,9 @@ async def test_failure_stops_every_connection_then_tests_with_rdy_1_and_success_
     reader.set_message_handler(handler)
     snapshots: list[dict[str, list[int]]] = []
 
-    def sample() -> dict[str, list[int]]:
+    async def sample() -> dict[str, list[int]]:
+        # let the Reader's end-of-iteration write (the RDY it just decided) go out first
+        await asyncio.sleep(0)
         snapshot = rdy_snapshot(nsqds, topic, channel)
         if reader.stats()["in_backoff"]:
             snapshots.append(snapshot)
@@ -73,12 +70,15 @@ async def test_failure_stops_every_connection_then_tests_with_rdy_1_and_success_
         await wait_rdy(nsqds, topic, channel, {a: [2], b: [2]})
         await publish(nsqds[0], topic, [b"fail"])
         # the failure: RDY 0 on every connection for the backoff window ...
-        await wait_for(
-            lambda: reader.stats()["in_backoff"] and sample() == {a: [0], b: [0]},
-            what="RDY 0 everywhere",
-        )
+        async def everywhere_zero() -> bool:
+            return bool(reader.stats()["in_backoff"]) and await sample() == {a: [0], b: [0]}
+
+        async def test_rdy_one() -> bool:
+            return rdy_total(await sample()) == 1
+
+        await wait_for(everywhere_zero, what="RDY 0 everywhere")
         # ... then RDY 1 on exactly one connection, to test the water
-        await wait_for(lambda: rdy_total(sample()) == 1, what="the test RDY 1")
+        await wait_for(test_rdy_one, what="the test RDY 1")
         assert _level(reader) == 1 and reader.stats()["total_rdy"] == 1
         # success on the tested connection leaves backoff: every connection back to its share
         for nsqd in nsqds:

@@ -5,8 +5,6 @@ Every wait is a condition with a deadline (``wait_for``), never a bare sleep in 
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 import uuid
@@ -105,11 +103,10 @@ def drain_bodies(
 
 @contextmanager
 def frozen(nsqd: NsqdProcess) -> Iterator[None]:
-    """SIGSTOP nsqd for the duration (SIGCONT whatever happens)."""
-    pid = nsqd.pid
-    assert pid is not None
-    os.kill(pid, signal.SIGSTOP)
+    """Freeze nsqd for the duration (thawed whatever happens): SIGSTOP for a real nsqd, a parked
+    loop thread for the embedded one; returns once it is really frozen."""
+    nsqd.freeze()
     try:
         yield
     finally:
-        os.kill(pid, signal.SIGCONT)
+        nsqd.thaw()
