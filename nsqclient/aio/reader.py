@@ -493,9 +493,10 @@ class Reader:
         for coroutine handlers). ``direct=True`` calls a plain function on the read path itself,
         the fastest option for quick handlers.
 
-        ``auto_touch=True`` TOUCHes messages whose handler is still running every half
-        ``msg_timeout``, for at most ``auto_touch_max`` seconds (default: nsqd's
-        ``max_msg_timeout``), so slow handlers do not lose their messages to nsqd's timeout.
+        ``auto_touch=True`` TOUCHes every delivered message not yet answered (running or
+        waiting for a handler) every half ``msg_timeout``, for at most ``auto_touch_max``
+        seconds (default: nsqd's ``max_msg_timeout``), so slow handlers do not lose messages to
+        nsqd's timeout.
         """
         runner = HandlerRunner(handler, auto_fin=auto_fin)
         if direct and runner.is_async:
