@@ -23,7 +23,7 @@ import collections
 import enum
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import (
@@ -48,7 +48,7 @@ from .addresses import format_address
 if TYPE_CHECKING:
     from ..config import Config
 
-__all__ = ["Connection", "ConnectionOwner", "ConnectionState"]
+__all__ = ["Connection", "ConnectionOwner", "ConnectionState", "close_all"]
 
 log = logging.getLogger("nsqclient.connection")
 
@@ -766,3 +766,17 @@ def _tls_hint(exc: BaseException) -> str:
             "tls_ca_file=..., and check tls_server_hostname"
         )
     return ""
+
+
+async def close_all(conns: Iterable[Connection], timeout: float) -> None:
+    """Close connections (queued writes are flushed first) and wait for each, aborting any that
+    has not closed within ``timeout`` seconds (a peer that stopped reading)."""
+    conns = list(conns)
+    for conn in conns:
+        conn.close()
+    for conn in conns:
+        try:
+            async with asyncio.timeout(timeout):
+                await conn.wait_closed()
+        except TimeoutError:
+            conn.abort()

@@ -29,7 +29,7 @@ from ..message import _DONE, Message
 from ..protocol.identify import IdentifyOptions
 from ..protocol.names import validate_channel, validate_topic
 from .addresses import Address, format_address, parse_addresses, parse_http_address
-from .connection import Connection, ConnectionState
+from .connection import Connection, ConnectionState, close_all
 from .delivery import Handler, HandlerRunner, MessageQueue, MessageSink, QueueClosed
 from .discovery import LookupdPoller
 from .tls import make_ssl_context
@@ -760,15 +760,7 @@ class Reader:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _close_connections(self) -> None:
-        conns = list(self._conns.values())
-        for conn in conns:
-            conn.close()
-        for conn in conns:
-            try:
-                async with asyncio.timeout(self.config.seconds("write_timeout") + 1.0):
-                    await conn.wait_closed()
-            except TimeoutError:
-                conn.abort()
+        await close_all(self._conns.values(), self.config.seconds("write_timeout") + 1.0)
         if self._flow_handle is not None:
             self._flow_handle.cancel()
             self._flow_handle = None

@@ -31,7 +31,7 @@ from .addresses import (
     parse_addresses,
     parse_http_address,
 )
-from .connection import Connection, ConnectionState, ReplyWaiter
+from .connection import Connection, ConnectionState, ReplyWaiter, close_all
 from .discovery import LookupdPoller
 from .tls import make_ssl_context
 
@@ -548,15 +548,7 @@ class Writer:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        conns = list(self._conns.values())
-        for conn in conns:
-            conn.close()
-        for conn in conns:
-            try:
-                async with asyncio.timeout(self.config.seconds("write_timeout") + 1.0):
-                    await conn.wait_closed()
-            except TimeoutError:
-                conn.abort()
+        await close_all(self._conns.values(), self.config.seconds("write_timeout") + 1.0)
         if self._healthy_event is not None:
             self._healthy_event.set()  # wake publishes waiting for a connection: they raise
 
