@@ -345,8 +345,10 @@ class Writer:
     def publish_nowait(
         self, data: bytes, count: int = 1, timeout: float | None = None
     ) -> asyncio.Future[bytes] | None:
-        """Queue an encoded PUB/MPUB/DPUB without a task; None if it must wait (no connection
-        or no free slot). For the sync facade's pump, which batches many publishes per hop."""
+        """Queue an encoded PUB/MPUB/DPUB (``nsqclient.protocol.commands``) without a task;
+        returns the acknowledgement future, or None if it must wait (no connection or no free
+        slot: see :meth:`wait_ready`). For callers that keep many publishes in flight from a
+        loop callback, where a coroutine per publish would cost more than the publish."""
         if self._closed or not self._started or self._outstanding >= self._max_pending:
             return None
         conn = self._pick()
