@@ -7,6 +7,10 @@ over healthy connections; a connection that drops fails its pending publishes at
 may not have been stored: the error says so) and reconnects in the background with capped,
 jittered backoff while new publishes go to the others. ``max_pending_publishes`` bounds what is
 outstanding, so a slow nsqd makes callers wait instead of growing memory.
+
+``http_fallback_addresses`` (nsqd HTTP addresses) make HTTP the way out when no TCP connection
+is up: a publish that finds none goes to ``/pub`` or ``/mpub`` at once instead of waiting for a
+reconnect. Only publishes not yet sent over TCP take that path, so a fallback never duplicates.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import collections
 import logging
 from collections.abc import Awaitable, Iterable, Mapping
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..errors import ClosedError, NoConnectionsError, NSQTimeoutError, ResponseFailedError
@@ -35,6 +39,9 @@ from .connection import Connection, ConnectionState, ReplyWaiter, close_all
 from .discovery import LookupdPoller
 from .tls import make_ssl_context
 
+if TYPE_CHECKING:
+    from .http import NsqdHTTPClient
+
 __all__ = ["Writer", "create_writer"]
 
 _CONNECTED = ConnectionState.CONNECTED
@@ -52,6 +59,7 @@ class Writer:
         nsqd_tcp_addresses: Iterable[object] | str | None = None,
         *,
         lookupd_http_addresses: Iterable[object] | str | None = None,
+        http_fallback_addresses: Iterable[object] | str | None = None,
         host: str | None = None,
         port: int | None = None,
         config: Config | None = None,
@@ -74,6 +82,17 @@ class Writer:
                 else lookupd_http_addresses or ()
             )
         ]
+        self._http_fallback = [
+            parse_http_address(a, 4151)
+            for a in (
+                [http_fallback_addresses]
+                if isinstance(http_fallback_addresses, str)
+                else http_fallback_addresses or ()
+            )
+        ]
+        self._http_clients: list[NsqdHTTPClient] = []  # made on first use, on the loop
+        self._http_rr = 0
+        self._http_tasks: set[asyncio.Task[bytes]] = set()
         if not addresses and not self._lookupd_addresses:
             addresses = [("127.0.0.1", 4150)]
         self._addresses: list[Address] = addresses
@@ -99,6 +118,7 @@ class Writer:
         self._max_body_size = cfg.max_body_size
         self.published = 0  # messages acknowledged
         self.failed = 0  # publish calls that raised
+        self.published_over_http = 0  # of ``published``, how many went by the HTTP fallback
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -140,7 +160,7 @@ class Writer:
                     self._lookupd_addresses, config=self.config, on_producers=self._on_nodes
                 )
                 self._poller.start()
-            elif require and errors and len(errors) == len(results):
+            elif require and errors and len(errors) == len(results) and not self._http_fallback:
                 raise errors[0]
             self._started = True
             for addr, result in zip(self._addresses, results, strict=True):
@@ -323,6 +343,8 @@ class Writer:
                     await self._wait_slot(deadline)
                 conn = self._pick()
                 if conn is None:
+                    if self._http_fallback:
+                        break  # no TCP connection: publish over HTTP below
                     await self._wait_healthy(deadline)
                     conn = self._pick() if self._outstanding < self._max_pending else None
             except BaseException:
@@ -330,7 +352,10 @@ class Writer:
                 raise
         self._outstanding += 1
         try:
-            await conn.request(data, deadline - loop.time())
+            if conn is None:
+                await self._http_task(data, count, deadline - loop.time())
+            else:
+                await conn.request(data, deadline - loop.time())
         except BaseException:
             self.failed += 1
             raise
@@ -351,10 +376,14 @@ class Writer:
         loop callback, where a coroutine per publish would cost more than the publish."""
         if self._closed or not self._started or self._outstanding >= self._max_pending:
             return None
+        limit = self._publish_timeout if timeout is None else timeout
         conn = self._pick()
         if conn is None:
-            return None
-        fut = conn.request(data, self._publish_timeout if timeout is None else timeout)
+            if not self._http_fallback:
+                return None
+            fut: asyncio.Future[bytes] = self._http_task(data, count, limit)
+        else:
+            fut = conn.request(data, limit)
         self._outstanding += 1
         fut.add_done_callback(partial(self._nowait_done, count=count))
         return fut
@@ -367,10 +396,15 @@ class Writer:
         completed, which keeps the Writer's accounting (the sync facade's tickets do)."""
         if self._closed or not self._started or self._outstanding >= self._max_pending:
             return False
+        limit = self._publish_timeout if timeout is None else timeout
         conn = self._pick()
         if conn is None:
-            return False
-        conn.request_to(waiter, data, self._publish_timeout if timeout is None else timeout)
+            if not self._http_fallback:
+                return False
+            task = self._http_task(data, count, limit)
+            task.add_done_callback(partial(_complete_waiter, waiter))
+        else:
+            conn.request_to(waiter, data, limit)
         self._outstanding += 1
         return True
 
@@ -397,6 +431,73 @@ class Writer:
         if self._idle_waiters and not self._outstanding:
             self._wake_idle()
 
+    # ------------------------------------------------------------------ HTTP fallback
+
+    def _http_task(self, data: bytes, count: int, timeout: float) -> asyncio.Task[bytes]:
+        """Publish over HTTP in a task ``close()`` can cancel (its caller then gets ClosedError)."""
+        loop = self._loop
+        assert loop is not None
+        task = loop.create_task(self._publish_http(data, count, timeout), name="nsq-writer-http")
+        self._http_tasks.add(task)
+        task.add_done_callback(self._http_tasks.discard)
+        return task
+
+    async def _publish_http(self, data: bytes, count: int, timeout: float) -> bytes:
+        loop = self._loop
+        assert loop is not None
+        if not self._http_clients:
+            from .http import NsqdHTTPClient
+
+            verify: Any = self._ssl_context if self._ssl_context is not None else True
+            self._http_clients = [
+                NsqdHTTPClient(
+                    url,
+                    timeout=max(self._publish_timeout, 0.001),
+                    verify=verify if url.startswith("https://") else True,
+                    max_msg_size=self._max_msg_size,
+                    max_body_size=self._max_body_size,
+                )
+                for url in self._http_fallback
+            ]
+        from .http import HTTPConnectError
+
+        deadline = loop.time() + timeout
+        clients = self._http_clients
+        last: BaseException | None = None
+        try:
+            for _ in range(len(clients)):  # each address at most once
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                self._http_rr = (self._http_rr + 1) % len(clients)
+                client = clients[self._http_rr]
+                try:
+                    async with asyncio.timeout(remaining):
+                        await client.publish_command(data)
+                    self.published_over_http += count
+                except HTTPConnectError as exc:  # never reached nsqd: the next one may
+                    last = exc
+                    log.info("HTTP fallback to %s failed: %s", client.base_url, exc)
+                    continue
+                except TimeoutError:
+                    raise NSQTimeoutError(
+                        "no HTTP answer from nsqd before the publish timeout; the message may or "
+                        "may not have been published"
+                    ) from None
+                return b"OK"
+        except asyncio.CancelledError:
+            if self._closed:
+                raise ClosedError(
+                    "the Writer was closed while this publish was in flight over HTTP; it may "
+                    "or may not have been published"
+                ) from None
+            raise
+        raise NoConnectionsError(
+            "no nsqd connection over TCP, and the HTTP fallback "
+            f"({', '.join(self._http_fallback)}) could not be reached"
+            + (f": {last}" if last is not None else " before the publish timeout")
+        ) from last
+
     async def wait_ready(self, timeout: float | None = None) -> None:
         """Wait until a publish could be sent at once: connected, with a free pending slot.
 
@@ -409,10 +510,11 @@ class Writer:
         loop = self._loop
         assert loop is not None
         deadline = loop.time() + (self._publish_timeout if timeout is None else timeout)
-        while self._outstanding >= self._max_pending or self._pick() is None:
+        fallback = bool(self._http_fallback)
+        while self._outstanding >= self._max_pending or (self._pick() is None and not fallback):
             if self._outstanding >= self._max_pending:
                 await self._wait_slot(deadline)
-            if self._pick() is None:
+            if self._pick() is None and not fallback:
                 await self._wait_healthy(deadline)
 
     def _pick(self) -> Connection | None:
@@ -528,6 +630,8 @@ class Writer:
         self._refuse_waiters()
         for conn in list(self._conns.values()):
             conn.close()
+        for task in list(self._http_tasks):
+            task.cancel()
         if self._loop is None:
             return _DONE
         return self._loop.create_task(self._shutdown())
@@ -551,6 +655,14 @@ class Writer:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         await close_all(self._conns.values(), self.config.seconds("write_timeout") + 1.0)
+        http_tasks = list(self._http_tasks)
+        for http_task in http_tasks:  # graceful_close waited for them (bounded); close() cancelled
+            http_task.cancel()
+        if http_tasks:
+            await asyncio.gather(*http_tasks, return_exceptions=True)
+        clients, self._http_clients = self._http_clients, []
+        for client in clients:
+            await client.aclose()
         if self._healthy_event is not None:
             self._healthy_event.set()  # wake publishes waiting for a connection: they raise
 
@@ -569,6 +681,7 @@ class Writer:
     def stats(self) -> dict[str, Any]:
         return {
             "published": self.published,
+            "published_over_http": self.published_over_http,
             "failed": self.failed,
             "outstanding": self._outstanding,
             "connections": [
@@ -584,6 +697,19 @@ class Writer:
 
 def _forget(tasks: dict[Address, asyncio.Task[None]], addr: Address, _task: object) -> None:
     tasks.pop(addr, None)
+
+
+def _complete_waiter(waiter: ReplyWaiter, task: asyncio.Task[bytes]) -> None:
+    if waiter.done():
+        return
+    if task.cancelled():
+        waiter.set_exception(ClosedError("the Writer was closed during an HTTP fallback publish"))
+        return
+    exc = task.exception()
+    if exc is not None:
+        waiter.set_exception(exc)
+    else:
+        waiter.set_result(task.result())
 
 
 async def create_writer(

@@ -359,6 +359,27 @@ def load_pairs(path: Path) -> list[PairResult]:
     return pairs
 
 
+def merge_pairs(reports: Sequence[Sequence[PairResult]]) -> list[PairResult]:
+    """The first report's pairs, then each later report's pairs that are new, keeping each
+    scenario's rows together in first-seen scenario order."""
+    seen: set[tuple[str, str]] = set()
+    merged: list[PairResult] = []
+    for report in reports:
+        for pair in report:
+            key = (pair.scenario, pair.client)
+            if key not in seen:
+                seen.add(key)
+                merged.append(pair)
+    order = {s: i for i, s in enumerate(dict.fromkeys(p.scenario for p in merged))}
+    return sorted(merged, key=lambda p: order[p.scenario])  # stable: clients keep their order
+
+
+def _write_chart(path: Path, pairs: Sequence[PairResult], title: str) -> None:
+    from .chart import write_compare_chart
+
+    write_compare_chart(path, pairs, title)
+
+
 def list_client(spec: ClientSpec) -> dict[str, Any]:
     if spec.command is None:
         return {}
@@ -401,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--clients", type=_csv, default=list(CLIENTS[:2]) + list(PEERS),
                         help=f"comma-separated (known: {', '.join(CLIENTS)})")  # fmt: skip
-    parser.add_argument("--scenarios", type=_csv, default=list(DEFAULT_SCENARIOS),
+    parser.add_argument("--scenarios", type=_csv, default=None,
                         help=f"comma-separated (known: {', '.join(KINDS)})")  # fmt: skip
     parser.add_argument("--list", action="store_true", help="list clients and what they support")
     parser.add_argument("--repeats", type=int, default=3)
@@ -418,10 +439,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--driver", action="append", default=[], metavar="NAME=COMMAND",
                         help="use COMMAND (shell words) as the driver of client NAME")  # fmt: skip
     parser.add_argument(
-        "--render", type=Path, metavar="JSON", help="re-render the table of an earlier --json"
-    )
+        "--render", type=Path, metavar="JSON", action="append",
+        help="re-render earlier --json reports (repeatable: a later file adds only the "
+        "(scenario, client) pairs the earlier ones lack, e.g. go-nsq's rows)",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
+    parser.add_argument("--chart", type=Path, help="write a PNG chart here (needs [plot])")
+    parser.add_argument("--title", default="nsqclient-benchmark compare", help="of the chart")
     parser.add_argument("--quiet", action="store_true")
     return parser
 
@@ -435,6 +460,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not sep or not name or not command:
             parser.error(f"--driver wants NAME=COMMAND, got {item!r}")
         custom[name] = command
+    chosen = args.scenarios is not None
+    if not chosen:
+        args.scenarios = list(DEFAULT_SCENARIOS)
     for scenario in args.scenarios:
         if scenario not in KINDS:
             parser.error(f"unknown scenario {scenario!r}; known: {', '.join(KINDS)}")
@@ -460,11 +488,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         gobench=args.gobench,
         custom_drivers=custom,
     )
-    if args.render is not None:
-        table = compare_markdown(load_pairs(args.render))
+    if args.chart is not None:
+        from .chart import matplotlib_available
+
+        if not matplotlib_available():
+            parser.error("--chart needs matplotlib: pip install 'nsqclient[plot]'")
+    if args.render:
+        pairs = merge_pairs([load_pairs(path) for path in args.render])
+        if chosen:  # only the scenarios asked for, in the order asked
+            pairs = sorted(
+                (p for p in pairs if p.scenario in args.scenarios),
+                key=lambda p: args.scenarios.index(p.scenario),
+            )
+        table = compare_markdown(pairs)
         sys.stdout.write(table)
         if args.markdown is not None:
             write_text(args.markdown, table)
+        if args.chart is not None:
+            _write_chart(args.chart, pairs, args.title)
         return 0
     if args.list:
         for name in settings.clients:
@@ -495,6 +536,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.write(table)
     if args.markdown is not None:
         write_text(args.markdown, table)
+    if args.chart is not None:
+        _write_chart(args.chart, pairs, args.title)
     if args.json is not None:
         dump_json(
             args.json,

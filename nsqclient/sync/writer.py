@@ -41,6 +41,8 @@ class SyncWriter:
     options are :class:`~nsqclient.config.Config` fields (``publish_timeout``,
     ``max_pending_publishes``, ...). ``with SyncWriter(...) as writer`` connects at once and
     closes gracefully (every queued publish sent and acknowledged, bounded by ``close_timeout``).
+    ``http_fallback_addresses`` are the core Writer's: nsqd HTTP addresses used while no TCP
+    connection is up.
     """
 
     def __init__(
@@ -48,6 +50,7 @@ class SyncWriter:
         nsqd_tcp_addresses: Iterable[object] | str | None = None,
         *,
         lookupd_http_addresses: Iterable[object] | str | None = None,
+        http_fallback_addresses: Iterable[object] | str | None = None,
         max_queued_publishes: int = 4096,
         config: Config | None = None,
         **options: Any,
@@ -62,6 +65,7 @@ class SyncWriter:
             raise ValueError("max_queued_publishes must be an int >= 1")
         self._nsqd = nsqd_tcp_addresses
         self._lookupd = lookupd_http_addresses
+        self._http_fallback = http_fallback_addresses
         self._max_queued = max_queued_publishes
         self._publish_timeout = self.config.seconds("publish_timeout")
         self._max_msg_size = self.config.max_msg_size
@@ -70,7 +74,7 @@ class SyncWriter:
         # The core Writer is built on the loop thread on first use (so creating a SyncWriter
         # starts no thread, e.g. in a pre-fork server's master); building one here checks the
         # addresses and TLS options in the caller's thread, at once.
-        _validate(self._nsqd, self._lookupd, self.config)
+        _validate(self._nsqd, self._lookupd, self._http_fallback, self.config)
         self._close_claim = threading.Lock()
         self._generation = -1  # != portal.fork_generation: attach on first use
 
@@ -93,7 +97,12 @@ class SyncWriter:
     async def _setup(self) -> tuple[Writer, PublishQueue]:
         from ..aio.writer import Writer
 
-        writer = Writer(self._nsqd, lookupd_http_addresses=self._lookupd, config=self.config)
+        writer = Writer(
+            self._nsqd,
+            lookupd_http_addresses=self._lookupd,
+            http_fallback_addresses=self._http_fallback,
+            config=self.config,
+        )
         queue = PublishQueue(
             self._max_queued, writer.publish_to, writer.wait_ready, writer.publish_done
         )
@@ -302,7 +311,12 @@ async def _stats(writer: Writer) -> dict[str, Any]:
     return writer.stats()
 
 
-def _validate(nsqd: object, lookupd: object, config: Config) -> None:
+def _validate(nsqd: object, lookupd: object, http_fallback: object, config: Config) -> None:
     from ..aio.writer import Writer
 
-    Writer(nsqd, lookupd_http_addresses=lookupd, config=config)  # type: ignore[arg-type]
+    Writer(
+        nsqd,  # type: ignore[arg-type]
+        lookupd_http_addresses=lookupd,  # type: ignore[arg-type]
+        http_fallback_addresses=http_fallback,  # type: ignore[arg-type]
+        config=config,
+    )

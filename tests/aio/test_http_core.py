@@ -32,6 +32,7 @@ from nsqclient.aio.http import (
     SyncNsqdHTTPClient,
     decode_response,
 )
+from nsqclient.aio.http._core import NsqdCalls
 from nsqclient.errors import (
     ClosedError,
     ConfigError,
@@ -45,6 +46,7 @@ from nsqclient.errors import (
     NSQTimeoutError,
     ProtocolError,
 )
+from nsqclient.protocol import commands
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -432,3 +434,29 @@ def test_sync_and_async_clients_have_the_same_methods(async_cls: type, sync_cls:
     assert list(inspect.signature(async_cls).parameters) == list(
         inspect.signature(sync_cls).parameters
     )
+
+
+def test_publish_command_is_the_http_twin_of_an_encoded_publish() -> None:
+    calls = NsqdCalls()
+    pub = calls.publish_command(commands.pub("t", b"body\n"))
+    assert (pub.method, pub.path, pub.params, pub.content) == (
+        "POST", "/pub", (("topic", "t"),), b"body\n"
+    )  # fmt: skip
+    dpub = calls.publish_command(commands.dpub("t#ephemeral", 1500, b"x"))
+    assert (dpub.path, dpub.params, dpub.content) == (
+        "/pub", (("topic", "t#ephemeral"), ("defer", "1500")), b"x"
+    )  # fmt: skip
+    mpub = calls.publish_command(commands.mpub("t", [b"a", b"bc"]))
+    assert (mpub.path, mpub.params) == ("/mpub", (("topic", "t"), ("binary", "true")))
+    assert mpub.content == calls.mpub("t", [b"a", b"bc"], True).content
+    assert mpub.content == b"\x00\x00\x00\x02\x00\x00\x00\x01a\x00\x00\x00\x02bc"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"FIN 0123456789abcdef\n", b"PUB t\n\x00\x00", b"PUB\n\x00\x00\x00\x00",
+     b"DPUB t soon\n\x00\x00\x00\x01x", b"PUB a b\n\x00\x00\x00\x01x", b"PUB t"],
+)  # fmt: skip
+def test_publish_command_refuses_anything_else(data: bytes) -> None:
+    with pytest.raises(InvalidArgumentError, match="not an encoded"):
+        NsqdCalls().publish_command(data)

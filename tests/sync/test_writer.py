@@ -12,7 +12,7 @@ import pytest
 
 from nsqclient.errors import ClosedError, MessageTooLargeError
 from nsqclient.sync import SyncNsqdHTTPClient, SyncReader, SyncWriter
-from nsqclient.testing.daemons import NsqdProcess
+from nsqclient.testing.daemons import NsqdProcess, free_port
 
 from .support import DEADLINE, drain_bodies, frozen, message_count, unique, wait_for
 
@@ -231,3 +231,32 @@ def test_cancelling_a_queued_pub_nowait_withdraws_it(nsqd: NsqdProcess) -> None:
         assert sent.result(DEADLINE) is None and head.result(DEADLINE) is None
         assert all(f.cancelled() for f in queued)
     assert message_count(nsqd, topic) == 3
+
+
+def test_http_fallback_from_threads_when_no_tcp_connection_is_up(nsqd: NsqdProcess) -> None:
+    """The facade hands publishes to the core Writer, whose HTTP fallback completes them: blocking
+    calls and futures alike, from several threads, each message stored once."""
+    topic = unique()
+    with SyncWriter(
+        [f"127.0.0.1:{free_port()}"],
+        http_fallback_addresses=[nsqd.http_address],
+        reconnect_delay=50,
+        max_reconnect_delay=300,
+    ) as writer:
+
+        def publish(t: int) -> None:
+            writer.pub(topic, b"%d:pub" % t)
+            writer.mpub(topic, [b"%d:mpub:a" % t, b"%d:mpub:b" % t])
+            writer.dpub(topic, 10, b"%d:dpub" % t)
+            assert writer.pub_nowait(topic, b"%d:nowait" % t).result(timeout=DEADLINE) is None
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(publish, range(4)))
+        assert writer.stats()["published_over_http"] == 20
+    expected = {
+        b"%d:%s" % (t, kind)
+        for t in range(4)
+        for kind in (b"pub", b"mpub:a", b"mpub:b", b"dpub", b"nowait")
+    }
+    assert message_count(nsqd, topic) == 20
+    assert sorted(drain_bodies(nsqd, topic, 20)) == sorted(expected)

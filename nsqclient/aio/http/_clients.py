@@ -95,6 +95,11 @@ class NsqdHTTPClient(AsyncTransport):
         """
         return await self._send(self._calls.mpub(topic, bodies, binary))
 
+    async def publish_command(self, data: bytes) -> None:
+        """Send an already encoded PUB, DPUB or MPUB (``nsqclient.protocol.commands``) over
+        HTTP: the Writer's fallback when no TCP connection is up."""
+        return await self._send(self._calls.publish_command(data))
+
     async def create_topic(self, topic: str) -> None:
         """Create the topic (idempotent)."""
         return await self._send(self._calls.topic("create", topic))
@@ -186,6 +191,9 @@ class SyncNsqdHTTPClient(SyncTransport):
 
     def mpub(self, topic: str, bodies: Iterable[object], *, binary: bool = True) -> None:
         return self._send(self._calls.mpub(topic, bodies, binary))
+
+    def publish_command(self, data: bytes) -> None:
+        return self._send(self._calls.publish_command(data))
 
     def create_topic(self, topic: str) -> None:
         return self._send(self._calls.topic("create", topic))

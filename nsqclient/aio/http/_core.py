@@ -246,6 +246,32 @@ class NsqdCalls:
         data = bytes(check_body(body, self.max_msg_size))
         return Call("POST", "/pub", _ignore, tuple(params), data)
 
+    def publish_command(self, data: bytes) -> Call[None]:
+        """The HTTP twin of an encoded PUB, DPUB or MPUB (``nsqclient.protocol.commands``).
+
+        Every TCP publish command carries, after its line and a u32 size, exactly the body
+        nsqd's ``/pub`` (``/mpub?binary=true``) takes, so a Writer can fall back to HTTP with the
+        bytes it already encoded and checked: no second encoding, no second set of rules.
+        """
+        newline = data.find(b"\n")
+        parts = data[:newline].split(b" ") if newline > 0 else []
+        verb = parts[0] if parts else b""
+        if not (
+            (verb in (b"PUB", b"MPUB") and len(parts) == 2)
+            or (verb == b"DPUB" and len(parts) == 3 and parts[2].isdigit())
+        ) or len(data) < newline + 5:
+            raise InvalidArgumentError(
+                f"not an encoded PUB, DPUB or MPUB command: {bytes(data[:40])!r}"
+            )
+        params = [("topic", _name(validate_topic(parts[1].decode("ascii", "replace"))))]
+        if verb == b"MPUB":
+            params.append(("binary", "true"))
+        elif verb == b"DPUB":
+            params.append(("defer", parts[2].decode("ascii")))
+        content = bytes(data[newline + 5 :])
+        path = "/mpub" if verb == b"MPUB" else "/pub"
+        return Call("POST", path, _ignore, tuple(params), content)
+
     def mpub(self, topic: str, bodies: Iterable[object], binary: bool) -> Call[None]:
         """Binary: ``[u32 count]([u32 size][bytes])*``; text: bodies joined by newlines."""
         if binary:
