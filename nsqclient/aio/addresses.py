@@ -16,6 +16,7 @@ __all__ = [
     "parse_address",
     "parse_addresses",
     "parse_http_address",
+    "parse_http_addresses",
 ]
 
 Address: TypeAlias = tuple[str, int]
@@ -81,6 +82,19 @@ def parse_http_address(address: object, default_port: int = 4161) -> str:
         scheme = "https"
     host, port = parse_address(address, default_port)
     return f"{scheme}://{format_address(host, port)}"
+
+
+def parse_http_addresses(addresses: Iterable[object] | str | None, default_port: int) -> list[str]:
+    """Base URLs for a list of HTTP addresses (a lone string is one address), duplicates dropped."""
+    if addresses is None:
+        return []
+    items = [addresses] if isinstance(addresses, str) else addresses
+    urls: list[str] = []
+    for item in items:
+        url = parse_http_address(item, default_port)
+        if url not in urls:
+            urls.append(url)
+    return urls
 
 
 def _check(host: str, port: object, original: object) -> Address:

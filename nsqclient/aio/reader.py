@@ -28,7 +28,7 @@ from ..flow import Outcome, RdyChange, RdyController, ReconnectBackoff
 from ..message import _DONE, Message
 from ..protocol.identify import IdentifyOptions
 from ..protocol.names import validate_channel, validate_topic
-from .addresses import Address, format_address, parse_addresses, parse_http_address
+from .addresses import Address, format_address, parse_addresses, parse_http_addresses
 from .connection import Connection, ConnectionState, close_all
 from .delivery import Handler, HandlerRunner, MessageQueue, MessageSink, QueueClosed
 from .discovery import LookupdPoller
@@ -86,14 +86,7 @@ class Reader:
         if channel is not None:
             validate_channel(channel)
         self._nsqd_addresses = parse_addresses(nsqd_tcp_addresses, 4150)
-        self._lookupd_addresses = [
-            parse_http_address(a, 4161)
-            for a in (
-                [lookupd_http_addresses]
-                if isinstance(lookupd_http_addresses, str)
-                else lookupd_http_addresses or ()
-            )
-        ]
+        self._lookupd_addresses = parse_http_addresses(lookupd_http_addresses, 4161)
         self.on_giving_up = on_giving_up
         self.tracker = MessageTracker(self._update_watch)
         #: connections report each FIN only while this is true (backoff, or someone waits for

@@ -33,7 +33,7 @@ from .addresses import (
     format_address,
     parse_address,
     parse_addresses,
-    parse_http_address,
+    parse_http_addresses,
 )
 from .connection import Connection, ConnectionState, ReplyWaiter, close_all
 from .discovery import LookupdPoller
@@ -74,22 +74,8 @@ class Writer:
             addr = parse_address(host or "127.0.0.1", port or 4150)
             if addr not in addresses:
                 addresses.append(addr)
-        self._lookupd_addresses = [
-            parse_http_address(a, 4161)
-            for a in (
-                [lookupd_http_addresses]
-                if isinstance(lookupd_http_addresses, str)
-                else lookupd_http_addresses or ()
-            )
-        ]
-        self._http_fallback = [
-            parse_http_address(a, 4151)
-            for a in (
-                [http_fallback_addresses]
-                if isinstance(http_fallback_addresses, str)
-                else http_fallback_addresses or ()
-            )
-        ]
+        self._lookupd_addresses = parse_http_addresses(lookupd_http_addresses, 4161)
+        self._http_fallback = parse_http_addresses(http_fallback_addresses, 4151)
         self._http_clients: list[NsqdHTTPClient] = []  # made on first use, on the loop
         self._http_rr = 0
         self._http_tasks: set[asyncio.Task[bytes]] = set()

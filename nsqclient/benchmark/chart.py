@@ -65,11 +65,17 @@ def write_chart(path: str | Path, results: Sequence[ScenarioResult], title: str)
         ax2.legend(loc="lower right")
     else:
         ax2.set_axis_off()
+    _save(fig, path, title, dpi=110)
+
+
+def _save(fig: Any, path: str | Path, title: str, *, dpi: int) -> None:
+    import matplotlib.pyplot as plt
+
     fig.suptitle(title)
     fig.tight_layout()
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(target, dpi=110)
+    fig.savefig(target, dpi=dpi)
     plt.close(fig)
 
 
@@ -118,9 +124,4 @@ def write_compare_chart(path: str | Path, pairs: Sequence[PairResult], title: st
         )
         ax.tick_params(axis="y", labelsize=8)
     axes[-1, 0].set_xlabel("messages / s, median of the repeats (bar: min-max; red = errors)")
-    fig.suptitle(title)
-    fig.tight_layout()
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(target, dpi=100)
-    plt.close(fig)
+    _save(fig, path, title, dpi=100)

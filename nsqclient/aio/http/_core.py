@@ -256,10 +256,13 @@ class NsqdCalls:
         newline = data.find(b"\n")
         parts = data[:newline].split(b" ") if newline > 0 else []
         verb = parts[0] if parts else b""
-        if not (
-            (verb in (b"PUB", b"MPUB") and len(parts) == 2)
-            or (verb == b"DPUB" and len(parts) == 3 and parts[2].isdigit())
-        ) or len(data) < newline + 5:
+        if (
+            not (
+                (verb in (b"PUB", b"MPUB") and len(parts) == 2)
+                or (verb == b"DPUB" and len(parts) == 3 and parts[2].isdigit())
+            )
+            or len(data) < newline + 5
+        ):
             raise InvalidArgumentError(
                 f"not an encoded PUB, DPUB or MPUB command: {bytes(data[:40])!r}"
             )
