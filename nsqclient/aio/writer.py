@@ -304,11 +304,7 @@ class Writer:
                     self.failed += 1
                     raise
                 finally:
-                    self._outstanding -= 1
-                    if self._slot_waiters:
-                        self._wake_slot()
-                    if self._idle_waiters and not self._outstanding:
-                        self._wake_idle()
+                    self._release_slot()
                 self.published += count
                 return
         await self._publish_slow(data, count, timeout)
@@ -346,11 +342,7 @@ class Writer:
             self.failed += 1
             raise
         finally:
-            self._outstanding -= 1
-            if self._slot_waiters:
-                self._wake_slot()
-            if self._idle_waiters and not self._outstanding:
-                self._wake_idle()
+            self._release_slot()
         self.published += count
 
     def publish_nowait(
@@ -396,22 +388,19 @@ class Writer:
 
     def publish_done(self, count: int, ok: bool) -> None:
         """Account for a publish sent with :meth:`publish_to` that is now complete."""
-        self._outstanding -= 1
         if ok:
             self.published += count
         else:
             self.failed += 1
-        if self._slot_waiters:
-            self._wake_slot()
-        if self._idle_waiters and not self._outstanding:
-            self._wake_idle()
+        self._release_slot()
 
     def _nowait_done(self, fut: asyncio.Future[bytes], *, count: int) -> None:
+        self.publish_done(count, not fut.cancelled() and fut.exception() is None)
+
+    def _release_slot(self) -> None:
+        """One outstanding publish is over: pass its slot on, and wake ``graceful_close`` when
+        none is left."""
         self._outstanding -= 1
-        if fut.cancelled() or fut.exception() is not None:
-            self.failed += 1
-        else:
-            self.published += count
         if self._slot_waiters:
             self._wake_slot()
         if self._idle_waiters and not self._outstanding:
