@@ -146,6 +146,15 @@ class HandlerRunner:
         self.succeeded(msg, result)
         return None
 
+    async def finish(self, msg: Message, pending: Awaitable[Any]) -> None:
+        """Await what :meth:`run_sync` returned and answer the message by its outcome."""
+        try:
+            result = await pending
+        except Exception:
+            self.failed(msg)
+        else:
+            self.succeeded(msg, result)
+
     async def run(self, msg: Message) -> None:
         try:
             result = self.handler(msg)

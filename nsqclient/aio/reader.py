@@ -351,7 +351,7 @@ class Reader:
                     if auto_fin and not msg._responded and msg._auto:
                         msg.fin()
                 elif inspect.isawaitable(result):
-                    self._spawn_handler(self._finish_awaitable(runner, msg, result))
+                    self._spawn_handler(runner.finish(msg, result))
                 else:
                     runner.succeeded(msg, result)
         elif messages:
@@ -384,16 +384,6 @@ class Reader:
         except Exception:
             log.exception("on_giving_up hook failed")
         msg.fin()
-
-    async def _finish_awaitable(
-        self, runner: HandlerRunner, msg: Message, aw: Awaitable[Any]
-    ) -> None:
-        try:
-            result = await aw
-        except Exception:
-            runner.failed(msg)
-        else:
-            runner.succeeded(msg, result)
 
     @property
     def finished(self) -> int:
@@ -546,7 +536,7 @@ class Reader:
                 continue
             awaitable = run_sync(msg)
             if awaitable is not None:
-                await self._finish_awaitable(runner, msg, awaitable)
+                await runner.finish(msg, awaitable)
             done += 1
             if done >= _YIELD_EVERY:
                 done = 0

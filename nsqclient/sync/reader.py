@@ -14,7 +14,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..aio.connection import ConnectionState
@@ -404,7 +404,7 @@ class SyncReader:
             try:
                 pending = runner.run_sync(msg)
                 if pending is not None:  # a plain function returned an awaitable
-                    self._portal.call(_finish(runner, msg, pending))
+                    self._portal.call(runner.finish(msg, pending))
             except Exception:
                 log.exception("message handler machinery failed")
         # stopping: the last worker out hands back what no worker started
@@ -478,12 +478,3 @@ def _validate(sync: SyncReader) -> None:
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
-
-
-async def _finish(runner: HandlerRunner, msg: Message, pending: Awaitable[Any]) -> None:
-    try:
-        result = await pending
-    except Exception:
-        runner.failed(msg)
-    else:
-        runner.succeeded(msg, result)
