@@ -59,15 +59,8 @@ def validate_topic(topic: str | bytes) -> bytes:
     try:
         return _topics[topic]
     except (KeyError, TypeError, ValueError):  # ValueError: hashing a writable memoryview
-        pass
-    encoded = _encode(topic)
-    if encoded is None or not is_valid_name(encoded):
-        raise InvalidTopicError(_explain("topic", topic))
-    if type(topic) is str or type(topic) is bytes:  # never keep a caller's mutable buffer
-        if len(_topics) >= _CACHE_LIMIT:
-            _topics.clear()
-        _topics[topic] = encoded
-    return encoded
+        pass  # the miss is handled outside the except, so its error carries no KeyError context
+    return _validate_and_cache(topic, _topics, InvalidTopicError, "topic")
 
 
 def validate_channel(channel: str | bytes) -> bytes:
@@ -75,14 +68,24 @@ def validate_channel(channel: str | bytes) -> bytes:
     try:
         return _channels[channel]
     except (KeyError, TypeError, ValueError):  # ValueError: hashing a writable memoryview
-        pass
-    encoded = _encode(channel)
+        pass  # the miss is handled outside the except, so its error carries no KeyError context
+    return _validate_and_cache(channel, _channels, InvalidChannelError, "channel")
+
+
+def _validate_and_cache(
+    name: str | bytes,
+    cache: dict[str | bytes, bytes],
+    error: type[InvalidTopicError | InvalidChannelError],
+    kind: str,
+) -> bytes:
+    """The cache miss of :func:`validate_topic` / :func:`validate_channel`."""
+    encoded = _encode(name)
     if encoded is None or not is_valid_name(encoded):
-        raise InvalidChannelError(_explain("channel", channel))
-    if type(channel) is str or type(channel) is bytes:  # never keep a caller's mutable buffer
-        if len(_channels) >= _CACHE_LIMIT:
-            _channels.clear()
-        _channels[channel] = encoded
+        raise error(_explain(kind, name))
+    if type(name) is str or type(name) is bytes:  # never keep a caller's mutable buffer
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        cache[name] = encoded
     return encoded
 
 
