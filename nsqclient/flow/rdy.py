@@ -234,15 +234,7 @@ class RdyController:
             raise ValueError(f"connection {conn!r} is already registered")
         _check_count("max_rdy_count", max_rdy_count)
         self._conns[conn] = _Conn(conn, max_rdy_count, now)
-        if self._closed:
-            return _NO_CHANGES
-        out: list[RdyChange] = []
-        if self._level == 0:
-            self._rebalance(now, out)
-        else:
-            self._ensure_test_holder(now, out)
-        self._sync_redistribution(now)
-        return tuple(out)
+        return self._connections_changed(now)
 
     def remove_connection(self, conn: Hashable, now: float) -> tuple[RdyChange, ...]:
         """A connection is gone; its RDY returns to the pool. Unknown connections are ignored.
@@ -253,6 +245,11 @@ class RdyController:
         if c is None:
             return _NO_CHANGES
         self._total -= c.rdy
+        return self._connections_changed(now)
+
+    def _connections_changed(self, now: float) -> tuple[RdyChange, ...]:
+        """A connection came or went: share the budget again (or, in backoff, make sure one
+        connection holds the test RDY 1)."""
         if self._closed:
             return _NO_CHANGES
         out: list[RdyChange] = []
