@@ -18,15 +18,22 @@ from http import HTTPStatus
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
+from ...protocol.names import is_valid_name
+from .wire import parse_query
+
 __all__ = [
+    "HttpError",
     "HttpServer",
     "Request",
     "Response",
     "Router",
     "plain",
+    "query_args",
     "stop_accepting",
+    "topic_channel_args",
     "v1_error",
     "v1_ok",
+    "valid_name",
 ]
 
 _MAX_HEADER: Final = 1 << 20
@@ -75,6 +82,42 @@ def v1_error(status: int, message: str) -> Response:
     return Response(status, body, [_JSON, _V1])
 
 
+class HttpError(Exception):
+    """Raised by a route handler; the router answers it as nsqd's V1 error with ``status``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def valid_name(name: str) -> bool:
+    return is_valid_name(name.encode("utf-8", "surrogateescape"))
+
+
+def query_args(request: Request) -> dict[str, list[str]]:
+    """The query string's parameters (``http_api.NewReqParams``): 400 INVALID_REQUEST if bad."""
+    try:
+        return parse_query(request.query)
+    except ValueError:
+        raise HttpError(400, "INVALID_REQUEST") from None
+
+
+def topic_channel_args(params: dict[str, list[str]]) -> tuple[str, str]:
+    """``http_api.GetTopicChannelArgs``, with its error codes in its order."""
+    if "topic" not in params:
+        raise HttpError(400, "MISSING_ARG_TOPIC")
+    topic = params["topic"][0]
+    if not valid_name(topic):
+        raise HttpError(400, "INVALID_ARG_TOPIC")
+    if "channel" not in params:
+        raise HttpError(400, "MISSING_ARG_CHANNEL")
+    channel = params["channel"][0]
+    if not valid_name(channel):
+        raise HttpError(400, "INVALID_ARG_CHANNEL")
+    return topic, channel
+
+
 def plain(status: int, text: str) -> Response:
     return Response(status, text.encode(), [_TEXT])
 
@@ -108,7 +151,10 @@ class Router:
         found = self._match(method, path)
         if found is not None:
             handler, request.params = found
-            return await handler(request)
+            try:
+                return await handler(request)
+            except HttpError as exc:
+                return v1_error(exc.status, exc.message)
         if method in self._routes and method != "CONNECT" and path != "/":
             target = path[:-1] if path.endswith("/") else path + "/"
             if self._match(method, target) is None:

@@ -10,25 +10,23 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ...protocol.names import is_valid_name
-from .httpserver import Request, Response, Router, plain, v1_error, v1_ok
+from .httpserver import (
+    HttpError,
+    Request,
+    Response,
+    Router,
+    plain,
+    query_args,
+    topic_channel_args,
+    v1_ok,
+    valid_name,
+)
 from .lookupd_db import filter_active
-from .wire import parse_query
 
 if TYPE_CHECKING:
     from .lookupd import EmbeddedLookupd
 
 __all__ = ["LookupdHttpApi"]
-
-
-class _HttpError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        self.status = status
-        self.message = message
-
-
-def _valid(name: str) -> bool:
-    return is_valid_name(name.encode("utf-8", "surrogateescape"))
 
 
 class LookupdHttpApi:
@@ -51,51 +49,18 @@ class LookupdHttpApi:
             ("POST", "/topic/tombstone", self.tombstone),
         ]
         for method, path, handler in routes:
-            self.router.add(method, path, self._wrap(handler))
+            self.router.add(method, path, handler)
 
     async def __call__(self, request: Request) -> Response:
         response = await self.router(request)
         self.lookupd.log("INFO", f"{response.status} {request.method} {request.path}")
         return response
 
-    @staticmethod
-    def _wrap(
-        handler: Callable[[Request], Awaitable[Response]],
-    ) -> Callable[[Request], Awaitable[Response]]:
-        async def run(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except _HttpError as exc:
-                return v1_error(exc.status, exc.message)
-
-        return run
-
-    @staticmethod
-    def _params(request: Request) -> dict[str, list[str]]:
-        try:
-            return parse_query(request.query)
-        except ValueError:
-            raise _HttpError(400, "INVALID_REQUEST") from None
-
     def _arg(self, request: Request, name: str) -> str:
-        params = self._params(request)
+        params = query_args(request)
         if name not in params:
-            raise _HttpError(400, f"MISSING_ARG_{name.upper()}")
+            raise HttpError(400, f"MISSING_ARG_{name.upper()}")
         return params[name][0]
-
-    def _topic_channel(self, request: Request) -> tuple[str, str]:
-        params = self._params(request)
-        if "topic" not in params:
-            raise _HttpError(400, "MISSING_ARG_TOPIC")
-        topic = params["topic"][0]
-        if not _valid(topic):
-            raise _HttpError(400, "INVALID_ARG_TOPIC")
-        if "channel" not in params:
-            raise _HttpError(400, "MISSING_ARG_CHANNEL")
-        channel = params["channel"][0]
-        if not _valid(channel):
-            raise _HttpError(400, "INVALID_ARG_CHANNEL")
-        return topic, channel
 
     async def ping(self, request: Request) -> Response:
         return plain(200, "OK")
@@ -124,7 +89,7 @@ class LookupdHttpApi:
     async def lookup(self, request: Request) -> Response:
         topic = self._arg(request, "topic")
         if not self.db.find_registrations("topic", topic, ""):
-            raise _HttpError(404, "TOPIC_NOT_FOUND")
+            raise HttpError(404, "TOPIC_NOT_FOUND")
         channels = [r[2] for r in self.db.find_registrations("channel", topic, "*")]
         producers = filter_active(
             self.db.find_producers("topic", topic, ""),
@@ -159,8 +124,8 @@ class LookupdHttpApi:
 
     async def topic_create(self, request: Request) -> Response:
         topic = self._arg(request, "topic")
-        if not _valid(topic):
-            raise _HttpError(400, "INVALID_ARG_TOPIC")
+        if not valid_name(topic):
+            raise HttpError(400, "INVALID_ARG_TOPIC")
         self.db.add_registration(("topic", topic, ""))
         return v1_ok()
 
@@ -174,9 +139,9 @@ class LookupdHttpApi:
 
     async def tombstone(self, request: Request) -> Response:
         topic = self._arg(request, "topic")
-        params = self._params(request)
+        params = query_args(request)
         if "node" not in params:
-            raise _HttpError(400, "MISSING_ARG_NODE")
+            raise HttpError(400, "MISSING_ARG_NODE")
         node = params["node"][0]
         for p in self.db.find_producers("topic", topic, ""):
             if f"{p.peer.broadcast_address}:{p.peer.http_port}" == node:
@@ -184,16 +149,16 @@ class LookupdHttpApi:
         return v1_ok()
 
     async def channel_create(self, request: Request) -> Response:
-        topic, channel = self._topic_channel(request)
+        topic, channel = topic_channel_args(query_args(request))
         self.db.add_registration(("channel", topic, channel))
         self.db.add_registration(("topic", topic, ""))
         return v1_ok()
 
     async def channel_delete(self, request: Request) -> Response:
-        topic, channel = self._topic_channel(request)
+        topic, channel = topic_channel_args(query_args(request))
         found = self.db.find_registrations("channel", topic, channel)
         if not found:
-            raise _HttpError(404, "CHANNEL_NOT_FOUND")
+            raise HttpError(404, "CHANNEL_NOT_FOUND")
         for r in found:
             self.db.remove_registration(r)
         return v1_ok()

@@ -12,12 +12,21 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
-from ...protocol.names import is_valid_name
 from .commands import read_mpub_items
-from .httpserver import Request, Response, Router, plain, v1_error, v1_ok
+from .httpserver import (
+    HttpError,
+    Request,
+    Response,
+    Router,
+    plain,
+    query_args,
+    topic_channel_args,
+    v1_ok,
+    valid_name,
+)
 from .stats import stats_response
 from .topic import Topic
-from .wire import ClientError, parse_query, to_int64
+from .wire import ClientError, to_int64
 
 if TYPE_CHECKING:
     from .nsqd import EmbeddedNsqd
@@ -26,38 +35,6 @@ __all__ = ["NsqdHttpApi"]
 
 _INT64: Final = re.compile(r"[+-]?[0-9]+")
 _BOOL: Final = {"true": True, "1": True, "false": False, "0": False}
-
-
-class _HttpError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        self.status = status
-        self.message = message
-
-
-def _query(request: Request) -> dict[str, list[str]]:
-    try:
-        return parse_query(request.query)
-    except ValueError:
-        raise _HttpError(400, "INVALID_REQUEST") from None
-
-
-def _topic_channel_args(params: dict[str, list[str]]) -> tuple[str, str]:
-    """``http_api.GetTopicChannelArgs``."""
-    if "topic" not in params:
-        raise _HttpError(400, "MISSING_ARG_TOPIC")
-    topic = params["topic"][0]
-    if not _valid(topic):
-        raise _HttpError(400, "INVALID_ARG_TOPIC")
-    if "channel" not in params:
-        raise _HttpError(400, "MISSING_ARG_CHANNEL")
-    channel = params["channel"][0]
-    if not _valid(channel):
-        raise _HttpError(400, "INVALID_ARG_CHANNEL")
-    return topic, channel
-
-
-def _valid(name: str) -> bool:
-    return is_valid_name(name.encode("utf-8", "surrogateescape"))
 
 
 class NsqdHttpApi:
@@ -87,7 +64,7 @@ class NsqdHttpApi:
             ("PUT", "/config/:opt", self.config),
         ]
         for method, path, handler in routes:
-            r.add(method, path, self._wrap(handler))
+            r.add(method, path, handler)
 
     async def __call__(self, request: Request) -> Response:
         if not self.https and self.nsqd.options.tls_required is True:
@@ -107,18 +84,6 @@ class NsqdHttpApi:
         )
         return response
 
-    @staticmethod
-    def _wrap(
-        handler: Callable[[Request], Awaitable[Response]],
-    ) -> Callable[[Request], Awaitable[Response]]:
-        async def run(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except _HttpError as exc:
-                return v1_error(exc.status, exc.message)
-
-        return run
-
     async def _get_topic(self, name: str) -> Topic:
         topic = self.nsqd.broker.get_topic(name)
         if not topic.started:
@@ -127,20 +92,20 @@ class NsqdHttpApi:
 
     async def _topic_from_query(self, request: Request) -> tuple[dict[str, list[str]], Topic]:
         """``getTopicFromQuery``: creates the topic."""
-        params = _query(request)
+        params = query_args(request)
         if "topic" not in params:
-            raise _HttpError(400, "MISSING_ARG_TOPIC")
+            raise HttpError(400, "MISSING_ARG_TOPIC")
         name = params["topic"][0]
-        if not _valid(name):
-            raise _HttpError(400, "INVALID_TOPIC")
+        if not valid_name(name):
+            raise HttpError(400, "INVALID_TOPIC")
         return params, await self._get_topic(name)
 
     def _existing_topic(self, request: Request) -> tuple[Topic, str]:
         """``getExistingTopicFromQuery``."""
-        topic_name, channel = _topic_channel_args(_query(request))
+        topic_name, channel = topic_channel_args(query_args(request))
         topic = self.nsqd.broker.topics.get(topic_name)
         if topic is None:
-            raise _HttpError(404, "TOPIC_NOT_FOUND")
+            raise HttpError(404, "TOPIC_NOT_FOUND")
         return topic, channel
 
     async def ping(self, request: Request) -> Response:
@@ -166,28 +131,28 @@ class NsqdHttpApi:
     async def pub(self, request: Request) -> Response:
         max_msg = self.nsqd.options.max_msg_size
         if request.content_length > max_msg:
-            raise _HttpError(413, "MSG_TOO_BIG")
+            raise HttpError(413, "MSG_TOO_BIG")
         body = request.body[: max_msg + 1]
         if len(body) == max_msg + 1:
-            raise _HttpError(413, "MSG_TOO_BIG")
+            raise HttpError(413, "MSG_TOO_BIG")
         if not body:
-            raise _HttpError(400, "MSG_EMPTY")
+            raise HttpError(400, "MSG_EMPTY")
         params, topic = await self._topic_from_query(request)
         delay = 0
         if "defer" in params:
             text = params["defer"][0]
             if not _INT64.fullmatch(text) or not -(1 << 63) <= int(text) < 1 << 63:
-                raise _HttpError(400, "INVALID_DEFER")
+                raise HttpError(400, "INVALID_DEFER")
             delay = to_int64(int(text) * 1_000_000)
             if delay < 0 or delay > self.nsqd.options.max_req_timeout * 1_000_000:
-                raise _HttpError(400, "INVALID_DEFER")
+                raise HttpError(400, "INVALID_DEFER")
         topic.put(self.nsqd.broker.new_message(body, delay / 1e9))
         return v1_ok("OK")
 
     async def mpub(self, request: Request) -> Response:
         opts = self.nsqd.options
         if request.content_length > opts.max_body_size:
-            raise _HttpError(413, "BODY_TOO_BIG")
+            raise HttpError(413, "BODY_TOO_BIG")
         params, topic = await self._topic_from_query(request)
         binary = False
         if "binary" in params:
@@ -201,7 +166,7 @@ class NsqdHttpApi:
         return v1_ok("OK")
 
     async def stats(self, request: Request) -> Response:
-        params = _query(request)
+        params = query_args(request)
         return stats_response(self.nsqd, params)
 
     async def topic_create(self, request: Request) -> Response:
@@ -209,30 +174,30 @@ class NsqdHttpApi:
         return v1_ok()
 
     def _topic_name(self, request: Request) -> str:
-        params = _query(request)
+        params = query_args(request)
         if "topic" not in params:
-            raise _HttpError(400, "MISSING_ARG_TOPIC")
+            raise HttpError(400, "MISSING_ARG_TOPIC")
         return params["topic"][0]
 
     async def topic_delete(self, request: Request) -> Response:
         if not self.nsqd.broker.delete_topic(self._topic_name(request)):
-            raise _HttpError(404, "TOPIC_NOT_FOUND")
+            raise HttpError(404, "TOPIC_NOT_FOUND")
         return v1_ok()
 
     async def topic_empty(self, request: Request) -> Response:
         name = self._topic_name(request)
-        if not _valid(name):
-            raise _HttpError(400, "INVALID_TOPIC")
+        if not valid_name(name):
+            raise HttpError(400, "INVALID_TOPIC")
         topic = self.nsqd.broker.topics.get(name)
         if topic is None:
-            raise _HttpError(404, "TOPIC_NOT_FOUND")
+            raise HttpError(404, "TOPIC_NOT_FOUND")
         topic.empty()
         return v1_ok()
 
     async def topic_pause(self, request: Request) -> Response:
         topic = self.nsqd.broker.topics.get(self._topic_name(request))
         if topic is None:
-            raise _HttpError(404, "TOPIC_NOT_FOUND")
+            raise HttpError(404, "TOPIC_NOT_FOUND")
         topic.set_paused("unpause" not in request.path)
         return v1_ok()
 
@@ -244,14 +209,14 @@ class NsqdHttpApi:
     async def channel_delete(self, request: Request) -> Response:
         topic, channel = self._existing_topic(request)
         if not topic.delete_channel(channel):
-            raise _HttpError(404, "CHANNEL_NOT_FOUND")
+            raise HttpError(404, "CHANNEL_NOT_FOUND")
         return v1_ok()
 
     async def channel_admin(self, request: Request) -> Response:
         topic, name = self._existing_topic(request)
         channel = topic.channels.get(name)
         if channel is None:
-            raise _HttpError(404, "CHANNEL_NOT_FOUND")
+            raise HttpError(404, "CHANNEL_NOT_FOUND")
         if request.path.endswith("/empty"):
             channel.empty()
         else:
@@ -265,30 +230,30 @@ class NsqdHttpApi:
             limit = nsqd.options.max_msg_size + 1
             body = request.body[:limit]
             if len(body) == limit or not body:
-                raise _HttpError(413, "INVALID_VALUE")
+                raise HttpError(413, "INVALID_VALUE")
             if opt == "nsqlookupd_tcp_addresses":
                 try:
                     addresses = json.loads(body)
                 except ValueError:
-                    raise _HttpError(400, "INVALID_VALUE") from None
+                    raise HttpError(400, "INVALID_VALUE") from None
                 if not isinstance(addresses, list) or not all(
                     isinstance(a, str) for a in addresses
                 ):
-                    raise _HttpError(400, "INVALID_VALUE")
+                    raise HttpError(400, "INVALID_VALUE")
                 nsqd.set_lookupd_addresses(addresses)
             elif opt == "log_level":
                 levels = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
                 level = levels.get(body.decode("utf-8", "replace").lower())
                 if level is None:
-                    raise _HttpError(400, "INVALID_VALUE")
+                    raise HttpError(400, "INVALID_VALUE")
                 nsqd.options.log_level = nsqd.log.level = level
             else:
-                raise _HttpError(400, "INVALID_OPTION")
+                raise HttpError(400, "INVALID_OPTION")
         found, value = nsqd.options.config_value(
             opt, tcp_port=nsqd.tcp_port, http_port=nsqd.http_port
         )
         if not found:
-            raise _HttpError(400, "INVALID_OPTION")
+            raise HttpError(400, "INVALID_OPTION")
         if value is None:  # a nil slice: JSON null
             return Response(
                 200,
@@ -309,7 +274,7 @@ def _read_binary(body: bytes, max_msg: int, max_body: int) -> list[bytes]:
         need = next(reader)
         while True:
             if len(body) - pos < need[0]:
-                raise _HttpError(413, need[1][2:])
+                raise HttpError(413, need[1][2:])
             chunk = body[pos : pos + need[0]]
             pos += need[0]
             need = reader.send(chunk)
@@ -317,7 +282,7 @@ def _read_binary(body: bytes, max_msg: int, max_body: int) -> list[bytes]:
         bodies: list[bytes] = stop.value
         return bodies
     except ClientError as exc:
-        raise _HttpError(413, exc.code[2:]) from None
+        raise HttpError(413, exc.code[2:]) from None
 
 
 def _read_text(body: bytes, max_msg: int, max_body: int) -> list[bytes]:
@@ -329,10 +294,10 @@ def _read_text(body: bytes, max_msg: int, max_body: int) -> list[bytes]:
     for i, piece in enumerate(pieces):
         total += len(piece) + (i < len(pieces) - 1)
         if total == read_max:
-            raise _HttpError(413, "BODY_TOO_BIG")
+            raise HttpError(413, "BODY_TOO_BIG")
         if not piece:
             continue
         if len(piece) > max_msg:
-            raise _HttpError(413, "MSG_TOO_BIG")
+            raise HttpError(413, "MSG_TOO_BIG")
         bodies.append(piece)
     return bodies
