@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import ssl
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._process import (
     HOST,
@@ -40,9 +40,11 @@ __all__ = [
     "DEFAULT_MEM_QUEUE_SIZE",
     "HOST",
     "Daemon",
+    "LookupdHTTPConveniences",
     "NsqBinaryNotFound",
     "NsqCluster",
     "NsqDaemonError",
+    "NsqdHTTPConveniences",
     "NsqdProcess",
     "NsqlookupdProcess",
     "all_daemons",
@@ -55,7 +57,61 @@ DEFAULT_MEM_QUEUE_SIZE = 1_000_000
 """nsqd's default is 10,000 messages; tests and benchmarks should not spill to disk by accident."""
 
 
-class NsqdProcess(Daemon):
+class _HTTPGet:
+    if TYPE_CHECKING:  # provided by Daemon and by the threaded embedded servers
+
+        def http_get_json(
+            self, path: str, params: Mapping[str, str] | None = None, *, timeout: float = 5.0
+        ) -> Any: ...
+
+        def http_post(
+            self,
+            path: str,
+            body: bytes = b"",
+            params: Mapping[str, str] | None = None,
+            *,
+            timeout: float = 5.0,
+        ) -> bytes: ...
+
+
+class NsqdHTTPConveniences(_HTTPGet):
+    """Test conveniences over nsqd's HTTP API (independent of the client under test), shared by
+    :class:`NsqdProcess` and the threaded embedded nsqd."""
+
+    def stats(self, topic: str | None = None, channel: str | None = None) -> dict[str, Any]:
+        """``GET /stats?format=json`` (optionally filtered)."""
+        params = {"format": "json"}
+        if topic is not None:
+            params["topic"] = topic
+        if channel is not None:
+            params["channel"] = channel
+        result: dict[str, Any] = self.http_get_json("/stats", params)
+        return result
+
+    def pub(self, topic: str, body: bytes, defer_ms: int | None = None) -> None:
+        """Publish one message over HTTP ``/pub``."""
+        params = {"topic": topic}
+        if defer_ms is not None:
+            params["defer"] = str(defer_ms)
+        self.http_post("/pub", body, params)
+
+
+class LookupdHTTPConveniences(_HTTPGet):
+    """The same for nsqlookupd: :class:`NsqlookupdProcess` and the threaded embedded lookupd."""
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """``GET /nodes``: the producers (nsqd) registered with this lookupd."""
+        result = self.http_get_json("/nodes")
+        producers: list[dict[str, Any]] = result.get("producers") or []
+        return producers
+
+    def lookup(self, topic: str) -> dict[str, Any]:
+        """``GET /lookup?topic=``: channels and producers of one topic."""
+        result: dict[str, Any] = self.http_get_json("/lookup", {"topic": topic})
+        return result
+
+
+class NsqdProcess(Daemon, NsqdHTTPConveniences):
     """One ``nsqd`` on 127.0.0.1 with its own ports, data folder and log file.
 
     Ports are picked at construction (``tcp_port``/``http_port``/``https_port`` pin them). The
@@ -187,27 +243,8 @@ class NsqdProcess(Daemon):
             return None
         return bool(info.get("tcp_port") == self.tcp_port)
 
-    # -- conveniences for tests (HTTP API, independent of the client under test) --
 
-    def stats(self, topic: str | None = None, channel: str | None = None) -> dict[str, Any]:
-        """``GET /stats?format=json`` (optionally filtered)."""
-        params = {"format": "json"}
-        if topic is not None:
-            params["topic"] = topic
-        if channel is not None:
-            params["channel"] = channel
-        result: dict[str, Any] = self.http_get_json("/stats", params)
-        return result
-
-    def pub(self, topic: str, body: bytes, defer_ms: int | None = None) -> None:
-        """Publish one message over HTTP ``/pub``."""
-        params = {"topic": topic}
-        if defer_ms is not None:
-            params["defer"] = str(defer_ms)
-        self.http_post("/pub", body, params)
-
-
-class NsqlookupdProcess(Daemon):
+class NsqlookupdProcess(Daemon, LookupdHTTPConveniences):
     """One ``nsqlookupd`` on 127.0.0.1 with its own ports and log file."""
 
     program = "nsqlookupd"
@@ -234,17 +271,6 @@ class NsqlookupdProcess(Daemon):
             f"--http-address={self.http_address}",
             f"--broadcast-address={HOST}",
         ]
-
-    def nodes(self) -> list[dict[str, Any]]:
-        """``GET /nodes``: the producers (nsqd) registered with this lookupd."""
-        result = self.http_get_json("/nodes")
-        producers: list[dict[str, Any]] = result.get("producers") or []
-        return producers
-
-    def lookup(self, topic: str) -> dict[str, Any]:
-        """``GET /lookup?topic=``: channels and producers of one topic."""
-        result: dict[str, Any] = self.http_get_json("/lookup", {"topic": topic})
-        return result
 
     def wait_for_nodes(self, tcp_addresses: Collection[str], timeout: float = 10.0) -> None:
         """Wait until every nsqd in ``tcp_addresses`` ("host:port") is listed by ``/nodes``."""

@@ -21,7 +21,7 @@ from typing import Any, Generic, Self, TypeVar
 
 import httpx
 
-from ..daemons import NsqDaemonError
+from ..daemons import LookupdHTTPConveniences, NsqDaemonError, NsqdHTTPConveniences
 from .lookupd import EmbeddedLookupd
 from .nsqd import EmbeddedNsqd
 
@@ -238,7 +238,7 @@ async def _cancel_others() -> None:
     await asyncio.sleep(0)  # let the transports closed by those tasks close their sockets
 
 
-class ThreadedEmbeddedNsqd(_Threaded[EmbeddedNsqd]):
+class ThreadedEmbeddedNsqd(_Threaded[EmbeddedNsqd], NsqdHTTPConveniences):
     """:class:`EmbeddedNsqd` with blocking ``start/stop/kill/restart``; same arguments.
 
     Also the HTTP conveniences of ``NsqdProcess``: :meth:`stats`, :meth:`pub`,
@@ -291,25 +291,8 @@ class ThreadedEmbeddedNsqd(_Threaded[EmbeddedNsqd]):
             raise NsqDaemonError(f"POST {path} -> {response.status_code} {response.content!r}")
         return response.content
 
-    def stats(self, topic: str | None = None, channel: str | None = None) -> dict[str, Any]:
-        """``GET /stats?format=json`` (optionally filtered)."""
-        params = {"format": "json"}
-        if topic is not None:
-            params["topic"] = topic
-        if channel is not None:
-            params["channel"] = channel
-        result: dict[str, Any] = self.http_get_json("/stats", params)
-        return result
 
-    def pub(self, topic: str, body: bytes, defer_ms: int | None = None) -> None:
-        """Publish one message over HTTP ``/pub``."""
-        params = {"topic": topic}
-        if defer_ms is not None:
-            params["defer"] = str(defer_ms)
-        self.http_post("/pub", body, params)
-
-
-class ThreadedEmbeddedLookupd(_Threaded[EmbeddedLookupd]):
+class ThreadedEmbeddedLookupd(_Threaded[EmbeddedLookupd], LookupdHTTPConveniences):
     """:class:`EmbeddedLookupd` with blocking ``start/stop/kill/restart``; same arguments.
 
     Also ``NsqlookupdProcess``'s :meth:`nodes`, :meth:`lookup` and :meth:`wait_for_nodes`.
@@ -328,14 +311,6 @@ class ThreadedEmbeddedLookupd(_Threaded[EmbeddedLookupd]):
         if response.status_code != 200:
             raise NsqDaemonError(f"GET {path} -> {response.status_code} {response.content!r}")
         return response.json()
-
-    def nodes(self) -> list[dict[str, Any]]:
-        producers: list[dict[str, Any]] = self.http_get_json("/nodes").get("producers") or []
-        return producers
-
-    def lookup(self, topic: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.http_get_json("/lookup", {"topic": topic})
-        return result
 
     def wait_for_nodes(self, tcp_addresses: Collection[str], timeout: float = 10.0) -> None:
         """Wait until every nsqd in ``tcp_addresses`` ("host:port") is listed by ``/nodes``."""
