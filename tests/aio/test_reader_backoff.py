@@ -69,6 +69,7 @@ async def test_failure_stops_every_connection_then_tests_with_rdy_1_and_success_
         await reader.start()
         await wait_rdy(nsqds, topic, channel, {a: [2], b: [2]})
         await publish(nsqds[0], topic, [b"fail"])
+
         # the failure: RDY 0 on every connection for the backoff window ...
         async def everywhere_zero() -> bool:
             return bool(reader.stats()["in_backoff"]) and await sample() == {a: [0], b: [0]}

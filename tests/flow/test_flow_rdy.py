@@ -342,8 +342,12 @@ def test_constructor_refuses_bad_arguments() -> None:
         make_controller(-1)
     with pytest.raises(ConfigError):
         RdyController(
-            1, backoff=object(), max_backoff_duration=1, low_rdy_idle_timeout=1,  # type: ignore[arg-type]
-            low_rdy_timeout=1, redistribute_interval=1,
+            1,
+            backoff=object(),
+            max_backoff_duration=1,
+            low_rdy_idle_timeout=1,  # type: ignore[arg-type]
+            low_rdy_timeout=1,
+            redistribute_interval=1,
         )
     h = Harness.new(1)
     with pytest.raises(ConfigError):

@@ -75,8 +75,14 @@ def test_from_config_converts_milliseconds() -> None:
 
 @pytest.mark.parametrize(
     ("initial", "maximum", "jitter"),
-    [(0.0, 1.0, 0.3), (-1.0, 1.0, 0.3), (2.0, 1.0, 0.3), (1.0, math.inf, 0.3), (1.0, 2.0, 1.5),
-     (1.0, 2.0, -0.1)],
+    [
+        (0.0, 1.0, 0.3),
+        (-1.0, 1.0, 0.3),
+        (2.0, 1.0, 0.3),
+        (1.0, math.inf, 0.3),
+        (1.0, 2.0, 1.5),
+        (1.0, 2.0, -0.1),
+    ],
 )
 def test_bad_arguments_are_refused(initial: float, maximum: float, jitter: float) -> None:
     with pytest.raises(ConfigError):
