@@ -103,6 +103,20 @@ def rdy_snapshot(nsqds: Sequence[NsqdProcess], topic: str, channel: str) -> dict
     raise AssertionError(f"nsqd /stats never settled: {previous}")
 
 
+async def wait_all_finished(nsqd: NsqdProcess, topic: str, channel: str) -> None:
+    """Wait until nsqd has applied every FIN on the channel: nothing in flight, nothing queued.
+
+    A handler having run is not enough before a restart: nsqd flushes what is still in flight to
+    disk and delivers it again, a correct at-least-once repeat that would fail an exact count.
+    """
+    await wait_for(
+        lambda: (
+            (c := channel_stats(nsqd, topic, channel))["in_flight_count"] == 0 and c["depth"] == 0
+        ),
+        what=f"nsqd {nsqd.tcp_address} to apply every FIN on {topic}/{channel}",
+    )
+
+
 def rdy_total(snapshot: dict[str, list[int]]) -> int:
     return sum(sum(v) for v in snapshot.values())
 

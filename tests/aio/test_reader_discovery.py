@@ -11,7 +11,7 @@ from nsqclient.aio import Message
 from nsqclient.testing.daemons import NsqCluster, free_port
 
 from .conftest import DEADLINE, unique, wait_for
-from .reader_support import FAST, MakeReader, publish, wait_connected
+from .reader_support import FAST, MakeReader, publish, wait_all_finished, wait_connected
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -53,6 +53,7 @@ async def test_lookupd_discovered_nsqd_is_reconnected_after_a_restart(
     async with asyncio.timeout(DEADLINE + 10):
         await reader.start()
         await wait_for(lambda: got == [b"before"])
+        await wait_all_finished(nsqd, topic, channel)  # else the restart redelivers it
         (first,) = reader.connections
         await asyncio.to_thread(nsqd.restart)
         await wait_for(lambda: reader.connections and reader.connections[0] is not first)

@@ -18,6 +18,7 @@ from .reader_support import (
     NsqdFactory,
     channel_stats,
     publish,
+    wait_all_finished,
     wait_connected,
     wait_no_tasks_left,
 )
@@ -37,6 +38,7 @@ async def test_direct_nsqd_comes_back_after_a_crash_or_restart(
         await reader.start()
         await publish(nsqd, topic, [b"before"])
         await wait_for(lambda: got == [b"before"])
+        await wait_all_finished(nsqd, topic, channel)  # else the restart redelivers it
         (first,) = reader.connections
         if how == "sigkill":
             await asyncio.to_thread(nsqd.kill)
