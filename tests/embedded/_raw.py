@@ -244,13 +244,22 @@ async def transcript(
     client = await RawClient.connect(address)
     for chunk in chunks:
         client.send(chunk)
-    if sync:
-        client.send(sized(b"PUB " + SYNC_TOPIC + b"\n", b"x"))
+    # The sync PUB leaves only once every reply-producing command has answered. Sent with the
+    # script, it may still sit unread in the server's socket when a fatal error closes the
+    # connection; a close with unread data is a TCP reset, and a reset can discard the error
+    # frame before we read it (seen with real nsqd under CPU load).
+    unsent_sync = sync
+    answered = 0
     seen: list[tuple[Any, ...]] = []
     responses = 0
     try:
         while True:
+            if unsent_sync and answered >= replies:
+                client.send(sized(b"PUB " + SYNC_TOPIC + b"\n", b"x"))
+                unsent_sync = False
             event = await client.event()
+            if isinstance(event, Response | ErrorFrame):
+                answered += 1
             if sync and isinstance(event, Response):
                 if responses == replies:
                     seen.append(("sync", event.data))

@@ -147,7 +147,8 @@ SCRIPTS: dict[str, tuple[bytes, ...]] = {
     "mpub body too big": (b"MPUB t_mpub\n" + u32(401),),
     "mpub count 0": (b"MPUB t_mpub\n" + u32(8) + u32(0) + u32(0),),
     "mpub count too big": (b"MPUB t_mpub\n" + u32(300) + u32(80),),
-    "mpub count max": (b"MPUB t_mpub\n" + u32(400) + u32(79),),
+    # the largest count a 400-byte body can hold is accepted; the first item is then too big
+    "mpub count max": (b"MPUB t_mpub\n" + u32(400) + u32(79) + u32(101),),
     "mpub empty item": (b"MPUB t_mpub\n" + u32(30) + u32(3) + u32(1) + b"a" + u32(0),),
     "mpub item too big": (b"MPUB t_mpub\n" + u32(300) + u32(1) + u32(101) + b"x" * 101,),
     "mpub negative item": (b"MPUB t_mpub\n" + u32(300) + u32(2) + u32(1) + b"a" + u32(-1),),
