@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 from ..errors import ConfigError
 
@@ -21,6 +21,7 @@ __all__ = [
 
 Address: TypeAlias = tuple[str, int]
 AddressLike: TypeAlias = str | tuple[str, int] | list[object]
+_T = TypeVar("_T")
 
 
 def format_address(host: str, port: int) -> str:
@@ -67,12 +68,7 @@ def parse_addresses(addresses: Iterable[object] | str | None, default_port: int)
         and isinstance(addresses[1], int)
     ):
         addresses = [addresses]  # one ("host", port) pair, not two addresses
-    seen: list[Address] = []
-    for item in addresses:
-        parsed = parse_address(item, default_port)
-        if parsed not in seen:
-            seen.append(parsed)
-    return seen
+    return _unique(parse_address(item, default_port) for item in addresses)
 
 
 def parse_http_address(address: object, default_port: int = 4161) -> str:
@@ -89,12 +85,12 @@ def parse_http_addresses(addresses: Iterable[object] | str | None, default_port:
     if addresses is None:
         return []
     items = [addresses] if isinstance(addresses, str) else addresses
-    urls: list[str] = []
-    for item in items:
-        url = parse_http_address(item, default_port)
-        if url not in urls:
-            urls.append(url)
-    return urls
+    return _unique(parse_http_address(item, default_port) for item in items)
+
+
+def _unique(parsed: Iterable[_T]) -> list[_T]:
+    """In first-seen order, each once: the same node listed twice is one node."""
+    return list(dict.fromkeys(parsed))
 
 
 def _check(host: str, port: object, original: object) -> Address:
