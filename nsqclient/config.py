@@ -46,7 +46,7 @@ _DURATION_BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "dial_timeout": (1, None),
     "read_timeout": (100, 300_000),
     "write_timeout": (100, 300_000),
-    "lookupd_poll_interval": (10, 300_000),
+    "lookupd_poll_interval": (1_000, 300_000),
     "lookupd_poll_timeout": (1, None),
     "default_requeue_delay": (0, 3_600_000),
     "max_requeue_delay": (0, 3_600_000),
@@ -60,6 +60,29 @@ _DURATION_BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "publish_timeout": (1, None),
     "close_timeout": (0, None),
 }
+
+# name -> the smallest value (ms) that is plausible: a positive value below it is far more likely
+# seconds (pynsq's unit, and go-nsq's "1s" read as a number) than milliseconds, so it is refused
+# with the value a thousand times larger as the hint. A timedelta is explicit and never doubted.
+_SECONDS_LIKELY_BELOW: dict[str, float] = {
+    "dial_timeout": 100,
+    "publish_timeout": 100,
+    "close_timeout": 100,
+    "lookupd_poll_timeout": 100,
+    "reconnect_delay": 10,
+    "max_reconnect_delay": 10,
+    "max_backoff_duration": 1_000,
+}
+
+# TLS options that mean nothing unless tls_v1 is on: given alone they would connect in plaintext.
+_TLS_OPTIONS = (
+    "tls_ca_file",
+    "tls_cert_file",
+    "tls_key_file",
+    "tls_server_hostname",
+    "tls_min_version",
+    "tls_context",
+)
 
 # IDENTIFY durations: ranges are nsqd's and checked by IdentifyOptions; here only the type.
 _WIRE_DURATIONS = ("heartbeat_interval", "output_buffer_timeout", "msg_timeout")
@@ -127,6 +150,14 @@ class Config:
     max_pending_publishes: int = 8_192
 
     def __post_init__(self) -> None:
+        for name, least in _SECONDS_LIKELY_BELOW.items():
+            value = getattr(self, name)
+            explicit = isinstance(value, timedelta | bool) or not isinstance(value, int | float)
+            if not explicit and 0 < value < least:
+                raise ConfigError(
+                    f"{name}={value!r} looks like seconds, but durations are milliseconds: "
+                    f"did you mean {name}={value * 1000:g}? (or pass a datetime.timedelta)"
+                )
         for name in (*_DURATION_BOUNDS, *_WIRE_DURATIONS):
             object.__setattr__(self, name, _to_ms(name, getattr(self, name)))
         for name, (lo, hi) in _DURATION_BOUNDS.items():
@@ -172,6 +203,15 @@ class Config:
             raise ConfigError("snappy and deflate cannot both be enabled; nsqd refuses the pair")
         if self.reconnect_delay > self.max_reconnect_delay:  # type: ignore[operator]
             raise ConfigError("reconnect_delay must not exceed max_reconnect_delay")
+        if not self.tls_v1:
+            given = [name for name in _TLS_OPTIONS if getattr(self, name) is not None]
+            if self.tls_insecure_skip_verify:
+                given.append("tls_insecure_skip_verify")
+            if given:
+                raise ConfigError(
+                    f"{given[0]} is set but tls_v1 is False, so the connection would be "
+                    "plaintext: set tls_v1=True to use TLS, or drop the TLS options"
+                )
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ConfigError("tls_cert_file and tls_key_file must be given together")
         if self.auth_secret is not None and not isinstance(self.auth_secret, str | bytes):

@@ -13,6 +13,7 @@ failure. Exceptions that also describe a builtin category inherit from that buil
     │   ├── InvalidChannelError (ValueError)
     │   ├── InvalidBodyTypeError (TypeError)
     │   ├── MessageTooLargeError (ValueError)
+    │   ├── EmptyMessageError (ValueError)     a body of zero bytes (nsqd refuses them)
     │   └── InvalidArgumentError (ValueError)  a delay, count or id out of range
     ├── ProtocolError                          nsqd sent bytes that break the protocol
     │   └── FrameTooLargeError
@@ -28,14 +29,15 @@ failure. Exceptions that also describe a builtin category inherit from that buil
     │   └── ServerAuthError ...
     ├── TransportError                         the link to one nsqd failed; carries ``address``
     │   ├── ConnectError (ConnectionError)     could not connect or handshake
-    │   │   └── TLSError                       TLS handshake or certificate verification failed
+    │   │   ├── TLSError                       TLS handshake or certificate verification failed
+    │   │   └── WrongPortError                 the address answered, but not as nsqd's TCP port
     │   ├── ConnectionClosedError (ConnectionError)
-    │   └── NSQTimeoutError (TimeoutError)     dial, read, write or publish deadline passed
+    │   ├── NSQTimeoutError (TimeoutError)     dial, read, write or publish deadline passed
+    │   └── NoConnectionsError                 no healthy nsqd to publish to within the timeout
     ├── HTTPError                              an nsqd/nsqlookupd HTTP call failed; ``status_code``
     │   ├── HTTPConnectError (ConnectError)    no response: unreachable, or the connection broke
     │   ├── HTTPTimeoutError (NSQTimeoutError)
     │   └── HTTPProtocolError (ProtocolError)  a 2xx answer with an unexpected body
-    ├── NoConnectionsError                     no healthy nsqd to publish to within the timeout
     └── ClosedError                            the object was closed; create a new one
 """
 
@@ -54,6 +56,7 @@ __all__ = [
     "ConfigError",
     "ConnectError",
     "ConnectionClosedError",
+    "EmptyMessageError",
     "FinFailedError",
     "FrameTooLargeError",
     "HTTPConnectError",
@@ -81,6 +84,7 @@ __all__ = [
     "TLSError",
     "TouchFailedError",
     "TransportError",
+    "WrongPortError",
     "error_from_frame",
 ]
 
@@ -110,7 +114,12 @@ class InvalidBodyTypeError(InvalidInputError, TypeError):
 
 
 class MessageTooLargeError(InvalidInputError, ValueError):
-    """A body (or MPUB batch) larger than nsqd accepts, or an empty body."""
+    """A body (or MPUB batch) larger than nsqd accepts: ``max_msg_size`` / ``max_body_size``,
+    or the limit nsqd itself reported in an earlier E_BAD_MESSAGE."""
+
+
+class EmptyMessageError(InvalidInputError, ValueError):
+    """A message body of zero bytes: nsqd refuses empty messages. Send at least one byte."""
 
 
 class InvalidArgumentError(InvalidInputError, ValueError):
@@ -125,7 +134,14 @@ class ProtocolError(NSQError):
 
 
 class FrameTooLargeError(ProtocolError):
-    """An incoming frame announced a size above the configured bound; it was not buffered."""
+    """An incoming frame announced a size above the configured bound; it was not buffered.
+
+    ``size`` is the size it announced.
+    """
+
+    def __init__(self, message: str, *, size: int | None = None) -> None:
+        self.size = size
+        super().__init__(message)
 
 
 class AuthError(NSQError):
@@ -153,7 +169,8 @@ class ServerError(NSQError):
         self.text = text
         self.address = address
         where = f" (from nsqd {address})" if address else ""
-        super().__init__(f"{text}{where}")
+        hint = _server_hint(self.code, text)
+        super().__init__(f"{text}{where}" + (f": {hint}" if hint else ""))
 
     @property
     def description(self) -> str:
@@ -273,12 +290,25 @@ class TLSError(ConnectError):
     """
 
 
+class WrongPortError(ConnectError):
+    """The address answered, but not as nsqd's TCP protocol (for example nsqd's HTTP port,
+    4151, instead of its TCP port, 4150). Retrying cannot help: fix the address."""
+
+
 class ConnectionClosedError(TransportError, ConnectionError):
     """The connection closed while a command was pending; it may or may not have been applied."""
 
 
 class NSQTimeoutError(TransportError, TimeoutError):
     """A dial, read, write or publish deadline passed."""
+
+
+class NoConnectionsError(TransportError):
+    """No nsqd connection was usable within the timeout, so nothing was sent.
+
+    Check the addresses and that nsqd runs; the Writer keeps reconnecting in the background, so
+    retrying the publish later is safe (it was never sent).
+    """
 
 
 # What to do about each error code nsqd / nsqlookupd put in {"message": CODE}.
@@ -352,10 +382,6 @@ class HTTPProtocolError(HTTPError, ProtocolError):
     """The server answered 2xx with a body that is not what this endpoint returns."""
 
 
-class NoConnectionsError(NSQError):
-    """No nsqd connection was usable within the timeout. Check the addresses and that nsqd runs."""
-
-
 class ClosedError(NSQError):
     """The Reader, Writer or connection was closed; create a new one."""
 
@@ -381,6 +407,21 @@ for _code in ("E_MPUB_FAILED", "E_DPUB_FAILED"):
     _BY_CODE[_code] = PublishFailedError
 for _code in ("E_AUTH_DISABLED", "E_AUTH_FIRST", "E_AUTH_FAILED", "E_UNAUTHORIZED", "E_AUTH_ERROR"):
     _BY_CODE[_code] = ServerAuthError
+
+
+def _server_hint(code: str, text: str) -> str:
+    """What to do about an error frame, where the frame's own text does not say it."""
+    if code == "E_INVALID" and "TLS required" in text:
+        return "this nsqd requires TLS; set tls_v1=True (and tls_ca_file for a private CA)"
+    if code == "E_AUTH_FAILED":
+        return (
+            "nsqd could not confirm the secret: its auth server (--auth-http-address) may be "
+            "unreachable from nsqd, or it refused auth_secret"
+        )
+    if code == "E_UNAUTHORIZED":
+        return "the auth server grants this secret no permission for this topic/channel"
+    return ""
+
 
 #: codes after which nsqd keeps the connection open
 NON_FATAL_CODES = frozenset({"E_FIN_FAILED", "E_REQ_FAILED", "E_TOUCH_FAILED"})

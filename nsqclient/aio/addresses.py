@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from ..errors import ConfigError
 
@@ -17,6 +17,7 @@ __all__ = [
     "parse_addresses",
     "parse_http_address",
     "parse_http_addresses",
+    "require_addresses",
 ]
 
 Address: TypeAlias = tuple[str, int]
@@ -56,7 +57,16 @@ def parse_address(address: object, default_port: int = 4150) -> Address:
     return _check(host, port_text or default_port, address)
 
 
-def parse_addresses(addresses: Iterable[object] | str | None, default_port: int) -> list[Address]:
+def parse_addresses(
+    addresses: Iterable[object] | str | None,
+    default_port: int,
+    option: str = "nsqd_tcp_addresses",
+) -> list[Address]:
+    """Addresses in first-seen order, duplicates dropped; ``None`` (not given) is ``[]``.
+
+    Given but empty (``[]``, ``""``, ``" , "``) is refused: a blank environment variable must
+    never quietly mean some default nsqd. ``option`` names the argument in the error.
+    """
     if addresses is None:
         return []
     if isinstance(addresses, str):
@@ -68,7 +78,10 @@ def parse_addresses(addresses: Iterable[object] | str | None, default_port: int)
         and isinstance(addresses[1], int)
     ):
         addresses = [addresses]  # one ("host", port) pair, not two addresses
-    return _unique(parse_address(item, default_port) for item in addresses)
+    parsed = _unique(_parse_item(item, default_port, option) for item in addresses)
+    if not parsed:
+        raise _empty(option)
+    return parsed
 
 
 def parse_http_address(address: object, default_port: int = 4161) -> str:
@@ -80,12 +93,51 @@ def parse_http_address(address: object, default_port: int = 4161) -> str:
     return f"{scheme}://{format_address(host, port)}"
 
 
-def parse_http_addresses(addresses: Iterable[object] | str | None, default_port: int) -> list[str]:
-    """Base URLs for a list of HTTP addresses (a lone string is one address), duplicates dropped."""
+def parse_http_addresses(
+    addresses: Iterable[object] | str | None,
+    default_port: int,
+    option: str = "lookupd_http_addresses",
+) -> list[str]:
+    """Base URLs for a list of HTTP addresses (a lone string is one address), duplicates dropped;
+    ``None`` is ``[]``, and given-but-empty is refused as in :func:`parse_addresses`."""
     if addresses is None:
         return []
-    items = [addresses] if isinstance(addresses, str) else addresses
-    return _unique(parse_http_address(item, default_port) for item in items)
+    if isinstance(addresses, str):
+        items: Iterable[object] = [a for a in addresses.split(",") if a.strip()]
+    else:
+        items = addresses
+    parsed = _unique(parse_http_address(_item(item, option), default_port) for item in items)
+    if not parsed:
+        raise _empty(option)
+    return parsed
+
+
+def require_addresses(**given: list[Any]) -> None:
+    """Refuse a client with nowhere to connect: naming no address is a ConfigError, never a
+    silent ``127.0.0.1:4150``."""
+    if not any(given.values()):
+        names = " or ".join(given)
+        raise ConfigError(
+            f"no nsqd address given: pass {names} (for a local nsqd, "
+            "nsqd_tcp_addresses=['127.0.0.1:4150'])"
+        )
+
+
+def _parse_item(item: object, default_port: int, option: str) -> Address:
+    return parse_address(_item(item, option), default_port)
+
+
+def _item(item: object, option: str) -> object:
+    if item is None or (isinstance(item, str) and not item.strip()):
+        raise ConfigError(f"{option} contains an empty address ({item!r}); remove it or fix it")
+    return item
+
+
+def _empty(option: str) -> ConfigError:
+    return ConfigError(
+        f"{option} is empty: give at least one address, or leave the option out "
+        "(a blank environment variable is a common cause)"
+    )
 
 
 def _unique(parsed: Iterable[_T]) -> list[_T]:

@@ -30,17 +30,28 @@ from ..errors import (
     ClosedError,
     ConnectError,
     ConnectionClosedError,
+    FrameTooLargeError,
     NSQError,
     NSQTimeoutError,
     ProtocolError,
     ResponseFailedError,
     TLSError,
+    WrongPortError,
 )
 from ..flow.requeue import requeue_delay_ms
 from ..message import Message
 from ..protocol import commands
 from ..protocol.compression import Codec, DeflateCodec, SnappyCodec
-from ..protocol.frames import CLOSE_WAIT, HEARTBEAT, OK, ErrorFrame, Event, FrameDecoder, Response
+from ..protocol.frames import (
+    CLOSE_WAIT,
+    HEARTBEAT,
+    HTTP_REPLY_SIZE,
+    OK,
+    ErrorFrame,
+    Event,
+    FrameDecoder,
+    Response,
+)
 from ..protocol.handshake import EnableCompression, Handshake, HandshakeDone, Send, StartTLS
 from ..protocol.identify import AuthResponse, IdentifyOptions, IdentifyResponse
 from .addresses import format_address
@@ -48,7 +59,7 @@ from .addresses import format_address
 if TYPE_CHECKING:
     from ..config import Config
 
-__all__ = ["Connection", "ConnectionOwner", "ConnectionState", "close_all"]
+__all__ = ["Connection", "ConnectionOwner", "ConnectionState", "Pending", "close_all"]
 
 log = logging.getLogger("nsqclient.connection")
 
@@ -84,6 +95,11 @@ class ConnectionOwner(Protocol):
 
     def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None: ...
 
+    def on_unexecuted(self, conn: Connection, commands: list[Pending]) -> bool:
+        """nsqd closed ``conn`` on a fatal error and never executed these ``commands``, which
+        were pipelined behind the one it refused; True if the owner takes them (to send them
+        again elsewhere), False to have them fail with ConnectionClosedError."""
+
 
 class ReplyWaiter(Protocol):
     """What waits for a reply: an ``asyncio.Future[bytes]``, or anything with these three
@@ -97,9 +113,10 @@ class ReplyWaiter(Protocol):
     def set_exception(self, exception: BaseException, /) -> None: ...
 
 
-# A reply-producing command waiting for its response: (waiter, deadline). A tuple, not an
-# object: one is made per publish.
-_Pending = tuple[ReplyWaiter, float]
+#: A reply-producing command waiting for its response: (waiter, deadline, the command's bytes).
+#: A tuple, not an object: one is made per publish. The bytes are the caller's own object (no
+#: copy), kept so a command nsqd never executed can be sent again on another connection.
+Pending = tuple[ReplyWaiter, float, bytes]
 
 
 class Connection(asyncio.Protocol):
@@ -148,7 +165,7 @@ class Connection(asyncio.Protocol):
         self._wbuf: list[bytes] = []
         self._wrest: memoryview | None = None  # unsent rest of a big batch, written first
         self._flush_scheduled = False
-        self._pending: collections.deque[_Pending] = collections.deque()
+        self._pending: collections.deque[Pending] = collections.deque()
         #: the earliest deadline among pending requests (may be stale-early, never late)
         self._next_deadline = float("inf")
         self._closed_future: asyncio.Future[None] | None = None
@@ -208,6 +225,12 @@ class Connection(asyncio.Protocol):
 
     def _handshake_error(self, exc: BaseException) -> BaseException:
         """What ``connect()`` raises for a failure during the handshake."""
+        if isinstance(exc, FrameTooLargeError) and exc.size == HTTP_REPLY_SIZE:
+            return WrongPortError(
+                f"{self.address} answered in HTTP: it is an HTTP port (nsqd's is usually 4151, "
+                "nsqlookupd's 4161), not nsqd's TCP port (usually 4150); fix the address",
+                address=self.address,
+            )
         if isinstance(exc, NSQError) or not isinstance(exc, Exception):
             return exc  # typed already (server errors, AuthRequiredError...), or cancellation
         if isinstance(exc, TimeoutError):
@@ -379,13 +402,23 @@ class Connection(asyncio.Protocol):
                 log.warning("%s", error)
             return
         log.debug("nsqd %s: %s", self.address, error)
-        waiter = self._pending.popleft()[0] if self._pending else None
+        pending = self._pending
+        waiter = pending.popleft()[0] if pending else None
+        # nsqd executes a connection's commands in order and stops at the fatal one: what was
+        # pipelined behind it never ran, so it can go again on another connection, at most once
+        unexecuted = [item for item in pending if not item[0].done()]
+        pending.clear()
         self.close_exception = error
         # nsqd closes the connection after every other error; do not wait for it (and be
         # marked unusable before the waiter, which may publish again at once, hears of it)
         self.abort(error)
         if waiter is not None and not waiter.done():
             waiter.set_exception(error)
+        if unexecuted:
+            owner = self.owner
+            if owner is None or not owner.on_unexecuted(self, unexecuted):
+                pending.extend(unexecuted)
+                self._fail_pending(error)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.state is ConnectionState.CLOSED:
@@ -410,15 +443,19 @@ class Connection(asyncio.Protocol):
             self._closed_future.set_result(None)
         owner = self.owner
         if owner is not None and not self._handshaking:
-            if not was_closing and cause is not None:
-                log.warning("connection to nsqd %s lost: %s", self.address, cause)
+            if not was_closing:
+                log.warning(
+                    "connection to nsqd %s lost: %s",
+                    self.address,
+                    cause if cause is not None else "nsqd closed it (shutting down or restarting?)",
+                )
             owner.on_connection_lost(self, cause)
         # answers to what is left can no longer be sent (nsqd redelivers after its timeout);
         # an empty ledger is also what makes message_fin a no-op from now on
         self.in_flight.clear()
 
     def _fail_pending(self, cause: BaseException | None) -> None:
-        for future, _deadline in self._pending:
+        for future, _deadline, _data in self._pending:
             if not future.done():
                 err = ConnectionClosedError(
                     "connection closed before nsqd replied; the command may or may not "
@@ -529,7 +566,7 @@ class Connection(asyncio.Protocol):
                 self._next_deadline = deadline
         else:
             deadline = float("inf")
-        self._pending.append((waiter, deadline))
+        self._pending.append((waiter, deadline, data))
         self._write(data)
 
     @property
@@ -584,7 +621,7 @@ class Connection(asyncio.Protocol):
         self.rdy = 0
         deadline = self._loop.time() + timeout
         self._next_deadline = min(self._next_deadline, deadline)
-        self._pending.append((self._loop.create_future(), deadline))
+        self._pending.append((self._loop.create_future(), deadline, b""))
         self._write(commands.cls())
         try:
             async with asyncio.timeout(timeout):
@@ -687,7 +724,7 @@ class Connection(asyncio.Protocol):
     def _expire(self, now: float) -> None:
         """Fail every pending request whose deadline passed; the replies keep their slots."""
         earliest = float("inf")
-        for future, deadline in self._pending:
+        for future, deadline, _data in self._pending:
             if future.done():
                 continue
             if deadline <= now:

@@ -24,14 +24,20 @@ from typing import Any
 
 from ..config import Config
 from ..errors import ClosedError, ConfigError, NSQError, ResponseFailedError
-from ..flow import Outcome, RdyChange, RdyController, ReconnectBackoff
+from ..flow import Outcome, RdyChange, RdyController, ReconnectBackoff, worth_retrying
 from ..message import _DONE, Message
 from ..protocol.identify import IdentifyOptions
 from ..protocol.names import validate_channel, validate_topic
-from .addresses import Address, format_address, parse_addresses, parse_http_addresses
-from .connection import Connection, ConnectionState, close_all
+from .addresses import (
+    Address,
+    parse_addresses,
+    parse_http_addresses,
+    require_addresses,
+)
+from .connection import Connection, ConnectionState, Pending, close_all
 from .delivery import Handler, HandlerRunner, MessageQueue, MessageSink, QueueClosed
 from .discovery import LookupdPoller
+from .outages import Outages
 from .tls import make_ssl_context
 from .tracker import MessageTracker
 
@@ -87,6 +93,9 @@ class Reader:
             validate_channel(channel)
         self._nsqd_addresses = parse_addresses(nsqd_tcp_addresses, 4150)
         self._lookupd_addresses = parse_http_addresses(lookupd_http_addresses, 4161)
+        require_addresses(
+            nsqd_tcp_addresses=self._nsqd_addresses, lookupd_http_addresses=self._lookupd_addresses
+        )
         self.on_giving_up = on_giving_up
         self.tracker = MessageTracker(self._update_watch)
         #: connections report each FIN only while this is true (backoff, or someone waits for
@@ -120,6 +129,7 @@ class Reader:
         self._close_task: asyncio.Task[None] | None = None
         self._closed_event = asyncio.Event()
         self._max_attempts = self.config.max_attempts
+        self._outages = Outages(log, "reader")
         self.received = 0
         self._finished_closed = 0  # FINs on connections that are gone
         self.requeued = 0
@@ -153,8 +163,6 @@ class Reader:
             raise ClosedError("this Reader was closed; create a new one")
         if self.topic is None or self.channel is None:
             raise ConfigError("a Reader needs a topic and a channel (or call subscribe())")
-        if not self._nsqd_addresses and not self._lookupd_addresses:
-            raise ConfigError("give nsqd_tcp_addresses and/or lookupd_http_addresses")
         self._loop = asyncio.get_running_loop()
         self._state = ReaderState.RUNNING
         if self._runner is not None and not self._direct:
@@ -169,6 +177,10 @@ class Reader:
         if self._state is not ReaderState.RUNNING:
             return  # closed while connecting: nothing more to start
         errors = [r for r in results if isinstance(r, BaseException)]
+        refused = [e for e in errors if not worth_retrying(e)]
+        if refused:  # misconfiguration: say so now rather than retry forever
+            await self.close()
+            raise refused[0]
         if self._lookupd_addresses:
             self._poller = LookupdPoller(
                 self._lookupd_addresses,
@@ -177,16 +189,11 @@ class Reader:
                 on_producers=self._on_producers,
             )
             self._poller.start()
-        elif errors and len(errors) == len(results):
-            await self.close()
-            raise errors[0]
         for addr, result in zip(self._nsqd_addresses, results, strict=True):
             if isinstance(result, BaseException):
-                log.warning(
-                    "cannot connect to nsqd %s (%s); retrying in the background",
-                    format_address(*addr),
-                    result,
-                )
+                # not up yet (or unreachable): retried in the background, so a service started
+                # before its nsqd comes up by itself
+                self._outages.failed(addr, result)
                 self._schedule_reconnect(addr)
 
     async def __aenter__(self) -> Reader:
@@ -249,6 +256,7 @@ class Reader:
             self._from_lookupd.add(addr)
         self.tracker.attach(conn)
         log.info("subscribed to %s/%s on nsqd %s", self.topic, self.channel, conn.address)
+        self._outages.connected(addr, conn)
         self._apply(self._flow.add_connection(conn, conn.max_rdy_count, self._now()))
         if self._auto_touch:
             self._arm_touch()  # this nsqd's msg_timeout may call for a shorter touch interval
@@ -265,12 +273,13 @@ class Reader:
         for addr, task in list(self._reconnects.items()):
             if addr not in self._lookupd_found and addr not in self._nsqd_addresses:
                 task.cancel()  # lookupd no longer lists it: stop retrying
+                self._outages.forget(addr)
 
     async def _connect_logged(self, addr: Address) -> None:
         try:
             await self._connect(addr, direct=False)
         except Exception as exc:
-            log.warning("cannot connect to nsqd %s: %s", format_address(*addr), exc)
+            self._outages.failed(addr, exc)
             self._schedule_reconnect(addr)
 
     def _schedule_reconnect(self, addr: Address) -> None:
@@ -293,18 +302,15 @@ class Reader:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.info(
-                    "reconnect to nsqd %s failed (%s); next try in up to %.1fs",
-                    format_address(*addr),
-                    exc,
-                    backoff.base_delay(backoff.attempts),
-                )
+                self._outages.failed(addr, exc, backoff.base_delay(backoff.attempts))
 
     def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
         addr = (conn.host, conn.port)
         if self._conns.get(addr) is conn:
             del self._conns[addr]
             self._finished_closed += conn.messages_finished
+            if self._state is ReaderState.RUNNING:
+                self._outages.lost(addr)
         orphans = self.tracker.detach(conn)
         if isinstance(self._sink, MessageQueue):
             self._sink.purge(lambda m: m._responder is not conn)
@@ -410,6 +416,9 @@ class Reader:
     def on_response_error(self, conn: Connection, error: ResponseFailedError) -> None:
         self.response_errors += 1
         log.warning("%s (the message probably timed out on nsqd; it will be redelivered)", error)
+
+    def on_unexecuted(self, conn: Connection, commands: list[Pending]) -> bool:
+        return False  # a Reader's replies (SUB, CLS) belong to that connection: let them fail
 
     # ------------------------------------------------------------------ flow control
 

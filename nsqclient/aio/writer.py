@@ -18,25 +18,35 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import re
 from collections.abc import Awaitable, Iterable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
-from ..errors import ClosedError, NoConnectionsError, NSQTimeoutError, ResponseFailedError
-from ..flow import ReconnectBackoff
+from ..errors import (
+    ClosedError,
+    NoConnectionsError,
+    NSQTimeoutError,
+    ResponseFailedError,
+    ServerError,
+)
+from ..flow import ReconnectBackoff, worth_retrying
 from ..message import _DONE, Message
 from ..protocol import commands
 from ..protocol.identify import IdentifyOptions
+from ..protocol.names import Body
 from .addresses import (
     Address,
     format_address,
     parse_address,
     parse_addresses,
     parse_http_addresses,
+    require_addresses,
 )
-from .connection import Connection, ConnectionState, ReplyWaiter, close_all
+from .connection import Connection, ConnectionState, Pending, ReplyWaiter, close_all
 from .discovery import LookupdPoller
+from .outages import Outages
 from .tls import make_ssl_context
 
 if TYPE_CHECKING:
@@ -75,12 +85,15 @@ class Writer:
             if addr not in addresses:
                 addresses.append(addr)
         self._lookupd_addresses = parse_http_addresses(lookupd_http_addresses, 4161)
-        self._http_fallback = parse_http_addresses(http_fallback_addresses, 4151)
+        self._http_fallback = parse_http_addresses(
+            http_fallback_addresses, 4151, "http_fallback_addresses"
+        )
+        require_addresses(
+            nsqd_tcp_addresses=addresses, lookupd_http_addresses=self._lookupd_addresses
+        )
         self._http_clients: list[NsqdHTTPClient] = []  # made on first use, on the loop
         self._http_rr = 0
         self._http_tasks: set[asyncio.Task[bytes]] = set()
-        if not addresses and not self._lookupd_addresses:
-            addresses = [("127.0.0.1", 4150)]
         self._addresses: list[Address] = addresses
         self._conns: dict[Address, Connection] = {}
         self._healthy: list[Connection] = []
@@ -97,11 +110,16 @@ class Writer:
         self._last_error: BaseException | None = None
         self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._idle_waiters: list[asyncio.Future[None]] = []
+        self._outages = Outages(log, "writer")
         cfg = self.config
         self._max_pending = cfg.max_pending_publishes
         self._publish_timeout = cfg.seconds("publish_timeout")
         self._max_msg_size = cfg.max_msg_size
         self._max_body_size = cfg.max_body_size
+        #: publishes nsqd never executed (pipelined behind a fatal error) waiting for a connection
+        self._backlog: collections.deque[Pending] = collections.deque()
+        self._backlog_timer: asyncio.TimerHandle | None = None
+        self.resent = 0  # publishes sent again after nsqd refused one pipelined ahead of them
         self.published = 0  # messages acknowledged
         self.failed = 0  # publish calls that raised
         self.published_over_http = 0  # of ``published``, how many went by the HTTP fallback
@@ -109,15 +127,17 @@ class Writer:
     # ------------------------------------------------------------------ lifecycle
 
     async def connect(self) -> None:
-        """Connect to every configured nsqd. Raises if none can be reached (and no lookupd).
+        """Connect to every configured nsqd (each tried once, within ``dial_timeout``).
 
-        After a failure the Writer is still usable: ``connect()`` may be called again, and a
-        publish on a Writer that was never connected keeps retrying in the background until its
-        timeout (then raises :class:`NoConnectionsError`).
+        An nsqd that cannot be reached yet does not make this fail: it is retried in the
+        background (capped, jittered backoff; a WARNING names it), and publishes made meanwhile
+        wait up to their timeout for a connection, then raise :class:`NoConnectionsError`. So a
+        service started before its nsqd comes up by itself. An answer that retrying cannot
+        change (an HTTP port, TLS or AUTH refused) raises here, at once.
         """
-        await self._start(require=True)
+        await self._start()
 
-    async def _start(self, *, require: bool) -> None:
+    async def _start(self) -> None:
         if self._closed:
             raise ClosedError("this Writer was closed; create a new one")
         if self._started:
@@ -139,23 +159,25 @@ class Writer:
             for error in errors:
                 if not isinstance(error, Exception):
                     raise error  # cancelled
+            refused = [e for e in errors if not worth_retrying(e)]
+            if refused:  # misconfiguration: say so now rather than retry forever
+                conns = list(self._conns.values())
+                self._conns.clear()
+                self._healthy.clear()
+                await close_all(conns, self.config.seconds("write_timeout") + 1.0)
+                raise refused[0]
             if errors:
                 self._last_error = errors[-1]
+            self._started = True
             if self._lookupd_addresses:
                 self._poller = LookupdPoller(
                     self._lookupd_addresses, config=self.config, on_producers=self._on_nodes
                 )
                 self._poller.start()
-            elif require and errors and len(errors) == len(results) and not self._http_fallback:
-                raise errors[0]
-            self._started = True
             for addr, result in zip(self._addresses, results, strict=True):
                 if isinstance(result, BaseException):
-                    log.warning(
-                        "cannot connect to nsqd %s (%s); retrying in the background",
-                        format_address(*addr),
-                        result,
-                    )
+                    self._outages.failed(addr, result)
+                if addr not in self._conns:
                     self._schedule_reconnect(addr)
 
     start = connect
@@ -191,6 +213,9 @@ class Writer:
         assert self._healthy_event is not None
         self._healthy_event.set()
         log.info("writer connected to nsqd %s", conn.address)
+        self._outages.connected(addr, conn)
+        if self._backlog:
+            self._resend()
 
     def _on_nodes(self, found: list[Address]) -> None:
         for addr in found:
@@ -226,7 +251,7 @@ class Writer:
                 raise
             except Exception as exc:
                 self._last_error = exc
-                log.info("reconnect to nsqd %s failed: %s", format_address(*addr), exc)
+                self._outages.failed(addr, exc, backoff.base_delay(backoff.attempts))
 
     # ------------------------------------------------------------------ ConnectionOwner
 
@@ -234,12 +259,105 @@ class Writer:
         addr = (conn.host, conn.port)
         if self._conns.get(addr) is conn:
             del self._conns[addr]
+            if not self._closed:
+                self._outages.lost(addr)
         if conn in self._healthy:
             self._healthy.remove(conn)
         if not self._healthy and self._healthy_event is not None:
             self._healthy_event.clear()
+        if isinstance(exc, ServerError):
+            self._learn_limit(exc)
         if not self._closed:
-            self._schedule_reconnect(addr)
+            # after an error frame nsqd is up and answering: reconnect at once (the backoff
+            # applies from the second attempt), so what waits in the backlog goes soon
+            self._schedule_reconnect(addr, immediately=isinstance(exc, ServerError))
+
+    def on_unexecuted(self, conn: Connection, commands: list[Pending]) -> bool:
+        self._resend(commands)
+        return True
+
+    def _learn_limit(self, error: ServerError) -> None:
+        """nsqd said how large a message (or MPUB body) may be: refuse larger ones locally
+        from now on, with MessageTooLargeError, instead of losing a connection to each."""
+        found = _TOO_BIG.search(error.text)
+        if found is None or error.code not in ("E_BAD_MESSAGE", "E_BAD_BODY"):
+            return
+        limit = int(found.group(1))
+        if error.code == "E_BAD_BODY" and "MPUB" in error.text:
+            if limit < self._max_body_size:
+                self._max_body_size = limit
+                log.warning(
+                    "nsqd %s accepts MPUB bodies of at most %d bytes (its --max-body-size); "
+                    "larger batches are now refused before sending",
+                    error.address,
+                    limit,
+                )
+        elif error.code == "E_BAD_MESSAGE" and limit < self._max_msg_size:
+            self._max_msg_size = limit
+            log.warning(
+                "nsqd %s accepts messages of at most %d bytes (its --max-msg-size); larger "
+                "bodies are now refused before sending",
+                error.address,
+                limit,
+            )
+
+    @property
+    def max_msg_size(self) -> int:
+        """The largest body a publish may carry: ``max_msg_size``, or less once nsqd said so."""
+        return self._max_msg_size
+
+    @property
+    def max_body_size(self) -> int:
+        """The largest MPUB body: ``max_body_size``, or less once nsqd said so."""
+        return self._max_body_size
+
+    def _resend(self, commands: Iterable[Pending] = ()) -> None:
+        """Send publishes that nsqd never executed (``commands``, and any kept from before) on
+        another connection or over the HTTP fallback; without either, keep them until a
+        connection comes or their deadline passes."""
+        loop = self._loop
+        assert loop is not None
+        now = loop.time()
+        backlog = self._backlog
+        items = [*backlog, *commands]
+        backlog.clear()
+        for item in items:
+            waiter, deadline, data = item
+            if waiter.done():
+                continue
+            if deadline <= now:
+                waiter.set_exception(_not_sent())
+                continue
+            if self._closed:
+                waiter.set_exception(
+                    ClosedError("the Writer was closed before this publish could be sent")
+                )
+                continue
+            conn = self._pick()
+            if conn is not None:
+                conn.request_to(waiter, data, deadline - now)
+            elif self._http_fallback:
+                task = self._http_task(data, _publish_count(data), deadline - now)
+                task.add_done_callback(partial(_complete_waiter, waiter))
+            else:
+                backlog.append(item)
+                continue
+            self.resent += 1
+        self._arm_backlog_timer()
+
+    def _arm_backlog_timer(self) -> None:
+        if self._backlog_timer is not None:
+            self._backlog_timer.cancel()
+            self._backlog_timer = None
+        if self._backlog and self._loop is not None:
+            first = min(deadline for _w, deadline, _d in self._backlog)
+            if first != float("inf"):
+                self._backlog_timer = self._loop.call_at(first, self._expire_backlog)
+
+    def _expire_backlog(self) -> None:
+        self._backlog_timer = None
+        if self._backlog:
+            self._resend()  # fails the expired, keeps the rest
 
     def on_messages(self, conn: Connection, messages: list[Message]) -> None:
         log.warning(
@@ -254,15 +372,15 @@ class Writer:
 
     # ------------------------------------------------------------------ publishing
 
-    async def pub(self, topic: str, body: object, *, timeout: float | None = None) -> None:
+    async def pub(self, topic: str, body: Body, *, timeout: float | None = None) -> None:
         """Publish one message; returns once nsqd acknowledged it."""
         await self._publish(commands.pub(topic, body, max_msg_size=self._max_msg_size), 1, timeout)
 
     async def mpub(
         self,
         topic: str,
-        messages: Iterable[object] | object,
-        *more: object,
+        messages: Iterable[Body] | Body,
+        *more: Body,
         timeout: float | None = None,
     ) -> None:
         """Publish a batch atomically (nsqd stores all or none).
@@ -285,7 +403,7 @@ class Writer:
         await self._publish(data, len(bodies), timeout)
 
     async def dpub(
-        self, topic: str, delay_ms: int, body: object, *, timeout: float | None = None
+        self, topic: str, delay_ms: int, body: Body, *, timeout: float | None = None
     ) -> None:
         """Publish one message that nsqd delivers after ``delay_ms`` milliseconds."""
         await self._publish(
@@ -313,7 +431,7 @@ class Writer:
         if self._closed:
             raise ClosedError("this Writer was closed; create a new one")
         if not self._started:
-            await self._start(require=False)
+            await self._start()
         loop = self._loop
         assert loop is not None
         limit = self._publish_timeout if timeout is None else timeout
@@ -481,7 +599,7 @@ class Writer:
         if self._closed:
             raise ClosedError("this Writer was closed; create a new one")
         if not self._started:
-            await self._start(require=False)
+            await self._start()
         loop = self._loop
         assert loop is not None
         deadline = loop.time() + (self._publish_timeout if timeout is None else timeout)
@@ -613,6 +731,8 @@ class Writer:
 
     def _refuse_waiters(self) -> None:
         """Wake every publish still waiting for a slot or a connection: they raise ClosedError."""
+        if self._backlog:
+            self._resend()  # closed now: each raises ClosedError
         for fut in self._slot_waiters:
             if not fut.done():
                 fut.set_result(None)
@@ -672,6 +792,25 @@ class Writer:
 
 def _forget(tasks: dict[Address, asyncio.Task[None]], addr: Address, _task: object) -> None:
     tasks.pop(addr, None)
+
+
+#: "PUB message too big 2048 > 1024", "MPUB body too big ...": what nsqd's limit is
+_TOO_BIG = re.compile(r"too big \d+ > (\d+)")
+
+
+def _publish_count(data: bytes) -> int:
+    """How many messages an encoded publish carries (MPUB's count field; else one)."""
+    if data.startswith(b"MPUB "):
+        start = data.index(b"\n") + 5
+        return int.from_bytes(data[start : start + 4], "big")
+    return 1
+
+
+def _not_sent() -> NoConnectionsError:
+    return NoConnectionsError(
+        "this publish was never executed by nsqd (it was queued behind one nsqd refused) and "
+        "no connection came back before its timeout; it was not published, so retrying is safe"
+    )
 
 
 def _complete_waiter(waiter: ReplyWaiter, task: asyncio.Task[bytes]) -> None:

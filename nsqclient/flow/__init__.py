@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .backoff import BackoffStrategy, ExponentialBackoff, FullJitterBackoff, Outcome
 from .rdy import MAX_BACKOFF_LEVEL, RdyChange, RdyController, per_connection_share
-from .reconnect import ReconnectBackoff
+from .reconnect import ReconnectBackoff, worth_retrying
 from .requeue import requeue_delay_ms, should_give_up
 
 __all__ = [
@@ -19,4 +19,5 @@ __all__ = [
     "per_connection_share",
     "requeue_delay_ms",
     "should_give_up",
+    "worth_retrying",
 ]

@@ -12,12 +12,32 @@ import math
 import random
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError
+from ..errors import (
+    ConfigError,
+    ConnectError,
+    ConnectionClosedError,
+    NSQTimeoutError,
+    TLSError,
+    WrongPortError,
+)
 
 if TYPE_CHECKING:
     from ..config import Config
 
-__all__ = ["ReconnectBackoff"]
+__all__ = ["ReconnectBackoff", "worth_retrying"]
+
+
+def worth_retrying(exc: BaseException) -> bool:
+    """Could connecting again later succeed with the same configuration?
+
+    Yes for an nsqd that is not up yet, unreachable, slow or closing on us (docker-compose
+    starts a service before its nsqd); no for an answer that says the configuration is wrong
+    (an HTTP port, a TLS mismatch, an AUTH or IDENTIFY refusal): that fails at start, loudly.
+    """
+    if isinstance(exc, TLSError | WrongPortError):
+        return False
+    return isinstance(exc, ConnectError | NSQTimeoutError | ConnectionClosedError | OSError)
+
 
 # initial * 2**62 exceeds any sane cap; stop doubling there so the arithmetic never overflows.
 _MAX_EXPONENT = 62

@@ -27,6 +27,7 @@ __all__ = [
     "FRAME_MESSAGE",
     "FRAME_RESPONSE",
     "HEARTBEAT",
+    "HTTP_REPLY_SIZE",
     "OK",
     "CloseWait",
     "ErrorFrame",
@@ -245,10 +246,22 @@ class FrameDecoder:
     def _bad_size(self, size: int) -> None:
         if size < 4:
             raise ProtocolError(f"frame size {size} is below the minimum of 4")
+        if size == HTTP_REPLY_SIZE:
+            raise FrameTooLargeError(
+                "the server answered in HTTP: this is an HTTP port, not nsqd's TCP port "
+                "(usually 4150)",
+                size=size,
+            )
         raise FrameTooLargeError(
             f"frame of {size} bytes exceeds the limit of {self.max_frame_size}; raise max_msg_size "
-            "or max_frame_size to match nsqd's --max-msg-size"
+            "or max_frame_size to match nsqd's --max-msg-size",
+            size=size,
         )
+
+
+#: What a frame's size field reads when the server answered in HTTP ("HTTP/1.1 400 ..."): the
+#: client dialled an HTTP port (nsqd's 4151, nsqlookupd's 4161) instead of nsqd's TCP port.
+HTTP_REPLY_SIZE: Final = int.from_bytes(b"HTTP", "big")
 
 
 # -- encoding, for servers and tests --

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from ..errors import (
+    EmptyMessageError,
     InvalidBodyTypeError,
     InvalidChannelError,
     InvalidTopicError,
@@ -132,7 +133,7 @@ def check_body(body: object, max_msg_size: int) -> bytes | bytearray | memoryvie
     data = coerce_body(body)
     size = body_size(data)
     if size == 0:
-        raise MessageTooLargeError("message body is empty; nsqd refuses empty messages")
+        raise EmptyMessageError("message body is empty; nsqd refuses empty messages")
     if size > max_msg_size:
         raise MessageTooLargeError(
             f"message body is {size} bytes, above max_msg_size={max_msg_size} "

@@ -20,6 +20,7 @@ from ..config import Config
 from ..errors import ClosedError
 from ..protocol import commands
 from ..protocol.identify import IdentifyOptions
+from ..protocol.names import Body
 from . import portal
 from .portal import Lifetime, LoopThread, register_open, unregister_open
 from .publish import PublishQueue, PublishTicket
@@ -68,8 +69,6 @@ class SyncWriter:
         self._http_fallback = http_fallback_addresses
         self._max_queued = max_queued_publishes
         self._publish_timeout = self.config.seconds("publish_timeout")
-        self._max_msg_size = self.config.max_msg_size
-        self._max_body_size = self.config.max_body_size
         self._closed = False
         # The core Writer is built on the loop thread on first use (so creating a SyncWriter
         # starts no thread, e.g. in a pre-fork server's master); building one here checks the
@@ -118,6 +117,11 @@ class SyncWriter:
 
     # ------------------------------------------------------------------ publishing
 
+    def _core(self) -> Writer:
+        """The core Writer (attached first): its size limits include what nsqd reported."""
+        self._check()
+        return self._writer
+
     def _send(
         self,
         data: bytes,
@@ -143,31 +147,31 @@ class SyncWriter:
         self._send(data, count, timeout, future)
         return future
 
-    def pub(self, topic: str, body: object, *, timeout: float | None = None) -> None:
+    def pub(self, topic: str, body: Body, *, timeout: float | None = None) -> None:
         """Publish one message; returns once nsqd acknowledged it, or raises.
 
         ``timeout`` (seconds, default ``publish_timeout``) covers waiting for room in the queue
         and for nsqd's acknowledgement.
         """
-        self._publish(commands.pub(topic, body, max_msg_size=self._max_msg_size), 1, timeout)
+        core = self._core()
+        self._publish(commands.pub(topic, body, max_msg_size=core.max_msg_size), 1, timeout)
 
-    def mpub(self, topic: str, bodies: Iterable[object], *, timeout: float | None = None) -> None:
+    def mpub(self, topic: str, bodies: Iterable[Body], *, timeout: float | None = None) -> None:
         """Publish a batch atomically (all or none)."""
         items = list(bodies)
+        core = self._core()
         data = commands.mpub(
-            topic, items, max_msg_size=self._max_msg_size, max_body_size=self._max_body_size
+            topic, items, max_msg_size=core.max_msg_size, max_body_size=core.max_body_size
         )
         self._publish(data, len(items), timeout)
 
-    def dpub(
-        self, topic: str, delay_ms: int, body: object, *, timeout: float | None = None
-    ) -> None:
+    def dpub(self, topic: str, delay_ms: int, body: Body, *, timeout: float | None = None) -> None:
         """Publish one message that nsqd delivers after ``delay_ms`` milliseconds."""
-        data = commands.dpub(topic, delay_ms, body, max_msg_size=self._max_msg_size)
+        data = commands.dpub(topic, delay_ms, body, max_msg_size=self._core().max_msg_size)
         self._publish(data, 1, timeout)
 
     def pub_nowait(
-        self, topic: str, body: object, *, timeout: float | None = None
+        self, topic: str, body: Body, *, timeout: float | None = None
     ) -> concurrent.futures.Future[None]:
         """Queue a publish and return a future that resolves when nsqd acknowledges it.
 
@@ -175,22 +179,23 @@ class SyncWriter:
         future withdraws the publish while it waits in the queue; once it is being sent,
         ``cancel()`` returns False (as for any running future).
         """
-        data = commands.pub(topic, body, max_msg_size=self._max_msg_size)
+        data = commands.pub(topic, body, max_msg_size=self._core().max_msg_size)
         return self._publish_nowait(data, 1, timeout)
 
     def mpub_nowait(
-        self, topic: str, bodies: Iterable[object], *, timeout: float | None = None
+        self, topic: str, bodies: Iterable[Body], *, timeout: float | None = None
     ) -> concurrent.futures.Future[None]:
         items = list(bodies)
+        core = self._core()
         data = commands.mpub(
-            topic, items, max_msg_size=self._max_msg_size, max_body_size=self._max_body_size
+            topic, items, max_msg_size=core.max_msg_size, max_body_size=core.max_body_size
         )
         return self._publish_nowait(data, len(items), timeout)
 
     def dpub_nowait(
-        self, topic: str, delay_ms: int, body: object, *, timeout: float | None = None
+        self, topic: str, delay_ms: int, body: Body, *, timeout: float | None = None
     ) -> concurrent.futures.Future[None]:
-        data = commands.dpub(topic, delay_ms, body, max_msg_size=self._max_msg_size)
+        data = commands.dpub(topic, delay_ms, body, max_msg_size=self._core().max_msg_size)
         return self._publish_nowait(data, 1, timeout)
 
     # ------------------------------------------------------------------ lifecycle

@@ -156,6 +156,9 @@ class Collector:
     def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
         self.lost.append(exc)
 
+    def on_unexecuted(self, conn: Connection, commands: list[Any]) -> bool:
+        return False
+
 
 def make_connection(
     nsqd: NsqdProcess | None,

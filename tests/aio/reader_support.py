@@ -23,7 +23,7 @@ MakeReader = Callable[..., Reader]  # the ``make_reader`` fixture (conftest.py)
 FAST: dict[str, Any] = {
     "reconnect_delay": 50,
     "max_reconnect_delay": 250,
-    "lookupd_poll_interval": 100,
+    "lookupd_poll_interval": 1000,  # the least allowed: below one second is refused
     "lookupd_poll_jitter": 0.0,
     "rdy_redistribute_interval": 50,
     "low_rdy_idle_timeout": 1_000,

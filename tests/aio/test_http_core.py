@@ -37,6 +37,7 @@ from nsqclient.errors import (
     ClosedError,
     ConfigError,
     ConnectError,
+    EmptyMessageError,
     InvalidArgumentError,
     InvalidBodyTypeError,
     InvalidChannelError,
@@ -306,7 +307,7 @@ def test_producer_addresses() -> None:
 
 BAD_CALLS = [
     ("pub", ("bad topic", b"x"), {}, InvalidTopicError),
-    ("pub", ("t", b""), {}, MessageTooLargeError),
+    ("pub", ("t", b""), {}, EmptyMessageError),
     ("pub", ("t", b"x" * 11), {}, MessageTooLargeError),
     ("pub", ("t", 42), {}, InvalidBodyTypeError),
     ("pub", ("t", b"x"), {"defer_ms": -1}, InvalidArgumentError),

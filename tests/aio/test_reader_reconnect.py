@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from nsqclient.aio import Message, ReaderState
-from nsqclient.errors import ConnectError
+from nsqclient.errors import ConnectError, WrongPortError
 from nsqclient.testing.daemons import NsqdProcess, NsqlookupdProcess, free_port
 
 from .conftest import DEADLINE, unique, wait_for
@@ -58,10 +58,34 @@ async def test_direct_nsqd_comes_back_after_a_crash_or_restart(
     assert channel_stats(nsqd, topic, channel)["depth"] == 0
 
 
-async def test_start_fails_when_its_only_nsqd_is_down(make_reader: MakeReader) -> None:
-    reader = make_reader(unique(), unique(), nsqd_tcp_addresses=[f"127.0.0.1:{free_port()}"])
-    with pytest.raises(ConnectError):
+async def test_start_with_its_only_nsqd_down_comes_up_by_itself(
+    nsqd_factory: NsqdFactory, make_reader: MakeReader
+) -> None:
+    """The startup rule: start() does not fail while nsqd is not up yet; the Reader keeps
+    retrying and consumes once nsqd is there (a service started before its nsqd)."""
+    port = free_port()
+    topic, channel = unique(), unique()
+    got: list[bytes] = []
+    reader = make_reader(topic, channel, nsqd_tcp_addresses=[f"127.0.0.1:{port}"], **FAST)
+    reader.set_message_handler(lambda m: got.append(m.body), direct=True)
+    async with asyncio.timeout(DEADLINE):
         await reader.start()
+        assert reader.state is ReaderState.RUNNING and reader.connections == []
+        late = await asyncio.to_thread(nsqd_factory, tcp_port=port)
+        await wait_connected(reader, 1)
+        await publish(late, topic, [b"late"])
+        await wait_for(lambda: got == [b"late"], what="the message")
+        await reader.graceful_close()
+
+
+async def test_start_refuses_an_http_port_at_once(
+    nsqd: NsqdProcess, make_reader: MakeReader
+) -> None:
+    """Retrying cannot fix a wrong port: start() raises WrongPortError (a ConnectError)."""
+    reader = make_reader(unique(), unique(), nsqd_tcp_addresses=[nsqd.http_address], **FAST)
+    with pytest.raises(WrongPortError, match="HTTP port") as info:
+        await asyncio.wait_for(reader.start(), DEADLINE)
+    assert isinstance(info.value, ConnectError) and info.value.address == nsqd.http_address
     assert reader.is_closed
 
 

@@ -337,7 +337,7 @@ def test_empty_bodies_are_refused(empty: Any) -> None:
         lambda: commands.dpub("t", 0, empty),
         lambda: commands.mpub("t", [b"ok", empty]),
     ):
-        with pytest.raises(errors.MessageTooLargeError, match="empty") as info:
+        with pytest.raises(errors.EmptyMessageError, match="empty") as info:
             call()
         assert isinstance(info.value, ValueError)
 

@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from nsqclient.aio.connection import Connection
-from nsqclient.errors import BadMessageError, ConnectError, NSQError, NSQTimeoutError
+from nsqclient.errors import (
+    BadMessageError,
+    ConnectError,
+    MessageTooLargeError,
+    NoConnectionsError,
+    NSQError,
+    NSQTimeoutError,
+)
 from nsqclient.sync import SyncReader, SyncWriter, get_loop, run_in_loop
 from nsqclient.sync.portal import LoopThread
 from nsqclient.testing.daemons import NsqdProcess
@@ -117,10 +124,10 @@ def test_server_error_reaches_the_thread_as_the_core_object(nsqd_factory: object
             writer.pub(topic, b"x" * 200)
         assert seen and info.value is seen[0]
         assert info.value.code == "E_BAD_MESSAGE"
-        # pub_nowait: the future carries the same kind of object, and the writer recovers
-        future = writer.pub_nowait(topic, b"y" * 200)
-        exc = future.exception(timeout=10)
-        assert isinstance(exc, BadMessageError)
+        # nsqd said its limit ("200 > 100"): a later oversized body is refused in the calling
+        # thread, before anything is sent, and the writer recovers
+        with pytest.raises(MessageTooLargeError, match="max_msg_size=100"):
+            writer.pub_nowait(topic, b"y" * 200)
         wait_for(lambda: writer.aio.connections, what="the writer to reconnect")
         writer.pub(topic, b"fits again")
     assert wait_for(lambda: _message_count(small, topic) == 2, what="2 stored messages")
@@ -230,11 +237,31 @@ def test_context_manager_errors_propagate_and_close(nsqd: NsqdProcess) -> None:
 
 
 def test_enter_failure_propagates_and_releases_the_loop(nsqd: NsqdProcess) -> None:
-    nowhere = f"127.0.0.1:{_closed_port()}"
-    with pytest.raises(ConnectError), SyncWriter(nsqd_tcp_addresses=[nowhere]):
+    wrong = nsqd.http_address  # an answer retrying cannot change: entering raises
+    with pytest.raises(ConnectError), SyncWriter(nsqd_tcp_addresses=[wrong]):
         pass
-    with pytest.raises(ConnectError), SyncReader(unique(), "c", nsqd_tcp_addresses=[nowhere]):
+    with pytest.raises(ConnectError), SyncReader(unique(), "c", nsqd_tcp_addresses=[wrong]):
         pass
+    assert loop_threads() == []
+
+
+def test_entering_with_nsqd_down_succeeds_and_retries(nsqd_factory: Any) -> None:
+    """The startup rule, blocking faces: entering does not fail while nsqd is not up yet."""
+    port = _closed_port()
+    topic = unique()
+    address = f"127.0.0.1:{port}"
+    fast = {"reconnect_delay": 50, "max_reconnect_delay": 200}
+    with (
+        SyncWriter(nsqd_tcp_addresses=[address], **fast) as writer,
+        SyncReader(topic, "c", nsqd_tcp_addresses=[address], **fast) as reader,
+    ):
+        with pytest.raises(NoConnectionsError):
+            writer.pub(topic, b"too early", timeout=0.2)
+        nsqd_factory(tcp_port=port)
+        writer.pub(topic, b"on time", timeout=30)
+        msg = reader.get(timeout=30)
+        assert msg is not None and msg.body == b"on time"
+        msg.fin()
     assert loop_threads() == []
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from ...protocol import commands
+from ...protocol.names import Body
 from ._core import LookupdCalls, NsqdCalls, info_call, ping_call
 from ._models import LookupResult, Node, Producer
 from ._transport import AsyncTransport, SyncTransport, Verify
@@ -83,11 +84,11 @@ class NsqdHTTPClient(AsyncTransport):
         """
         return await self._send(self._calls.stats(topic, channel, include_clients, include_mem))
 
-    async def pub(self, topic: str, body: object, *, defer_ms: int | None = None) -> None:
+    async def pub(self, topic: str, body: Body, *, defer_ms: int | None = None) -> None:
         """Publish one message; with ``defer_ms`` nsqd holds it that long before delivery."""
         return await self._send(self._calls.pub(topic, body, defer_ms))
 
-    async def mpub(self, topic: str, bodies: Iterable[object], *, binary: bool = True) -> None:
+    async def mpub(self, topic: str, bodies: Iterable[Body], *, binary: bool = True) -> None:
         """Publish several messages in one request (all or none).
 
         Binary framing carries any bytes; text mode (``binary=False``) joins bodies with
@@ -186,10 +187,10 @@ class SyncNsqdHTTPClient(SyncTransport):
     ) -> dict[str, Any]:
         return self._send(self._calls.stats(topic, channel, include_clients, include_mem))
 
-    def pub(self, topic: str, body: object, *, defer_ms: int | None = None) -> None:
+    def pub(self, topic: str, body: Body, *, defer_ms: int | None = None) -> None:
         return self._send(self._calls.pub(topic, body, defer_ms))
 
-    def mpub(self, topic: str, bodies: Iterable[object], *, binary: bool = True) -> None:
+    def mpub(self, topic: str, bodies: Iterable[Body], *, binary: bool = True) -> None:
         return self._send(self._calls.mpub(topic, bodies, binary))
 
     def publish_command(self, data: bytes) -> None:
