@@ -174,10 +174,24 @@ class HandlerRunner:
             msg.fin()
 
     def failed(self, msg: Message) -> None:
+        if msg._responded:
+            then = "it was already answered, so nothing more is sent"
+        elif not msg._auto:
+            then = (
+                "auto-response is off for it: answer it with fin()/req(), or nsqd redelivers it "
+                "after its msg_timeout"
+            )
+        else:
+            then = (
+                "requeueing it (REQ, delayed by attempts) and backing off: consumption pauses, "
+                "then resumes one message at a time until handlers succeed (max_backoff_duration=0 "
+                "turns this off)"
+            )
         log.exception(
-            "message handler failed for message %s (attempt %d); requeueing with backoff",
+            "message handler failed for message %s (attempt %d); %s",
             msg.id.decode("ascii", "replace"),
             msg.attempts,
+            then,
         )
         if not msg._responded and msg._auto:
             msg.req(backoff=True)

@@ -465,8 +465,6 @@ class SyncReader:
 def _validate(sync: SyncReader) -> None:
     from ..aio.reader import Reader
 
-    if not sync._nsqd and not sync._lookupd:
-        raise ConfigError("give nsqd_tcp_addresses and/or lookupd_http_addresses")
     Reader(
         sync.topic,
         sync.channel,

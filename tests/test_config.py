@@ -1,0 +1,69 @@
+"""Misconfiguration is refused when the Config is built, naming the option and what to do."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from nsqclient import Config, ConfigError
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "hint"),
+    [
+        ("dial_timeout", 1, "dial_timeout=1000"),
+        ("publish_timeout", 5, "publish_timeout=5000"),
+        ("close_timeout", 30, "close_timeout=30000"),
+        ("lookupd_poll_timeout", 2.5, "lookupd_poll_timeout=2500"),
+        ("reconnect_delay", 1, "reconnect_delay=1000"),
+        ("max_backoff_duration", 128, "max_backoff_duration=128000"),  # pynsq's seconds
+        ("lookupd_poll_interval", 15, "did you mean 15000"),
+        ("read_timeout", 60, "did you mean 60000"),
+    ],
+)
+def test_seconds_given_for_milliseconds_are_refused_with_the_fix(
+    name: str, value: float, hint: str
+) -> None:
+    with pytest.raises(ConfigError, match=name) as info:
+        Config(**{name: value})
+    assert hint in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_plausible_milliseconds_and_timedeltas_are_accepted() -> None:
+    config = Config(
+        dial_timeout=250,
+        publish_timeout=100,
+        close_timeout=0,  # 0: do not wait
+        reconnect_delay=50,
+        max_backoff_duration=0,  # 0: no backoff
+        lookupd_poll_interval=1000,
+    )
+    assert config.dial_timeout == 250
+    # a timedelta says its unit: even a short one is taken at its word
+    assert Config(dial_timeout=timedelta(milliseconds=20)).dial_timeout == 20
+
+
+def test_a_lookupd_poll_interval_below_one_second_is_refused() -> None:
+    with pytest.raises(ConfigError, match="lookupd_poll_interval=500"):
+        Config(lookupd_poll_interval=500)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"tls_ca_file": "/ca.pem"},
+        {"tls_cert_file": "/c.pem", "tls_key_file": "/k.pem"},
+        {"tls_server_hostname": "nsqd.example"},
+        {"tls_insecure_skip_verify": True},
+        {"tls_min_version": "TLSv1.2"},
+    ],
+    ids=lambda o: next(iter(o)),
+)
+def test_tls_options_without_tls_v1_are_refused(options: dict[str, object]) -> None:
+    """They would otherwise connect in plaintext without a word."""
+    with pytest.raises(ConfigError, match="tls_v1") as info:
+        Config(**options)  # type: ignore[arg-type]
+    assert next(iter(options)) in str(info.value)
+    Config(tls_v1=True, **options)  # type: ignore[arg-type]  # with tls_v1 they are fine
