@@ -778,7 +778,11 @@ class Writer:
             "published": self.published,
             "published_over_http": self.published_over_http,
             "failed": self.failed,
+            "resent": self.resent,
             "outstanding": self._outstanding,
+            "connection_losses": self._outages.losses,
+            "reconnects": self._outages.reconnects,
+            "nsqd_down": self._outages.down,
             "connections": [
                 {"address": c.address, "state": c.state.value, "pending": c.pending_requests}
                 for c in self._conns.values()

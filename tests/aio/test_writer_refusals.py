@@ -194,8 +194,12 @@ async def test_an_outage_logs_one_warning_then_recovery_at_info(
             lambda: writer._outages._down and writer._outages._down[_addr(nsqd)].failures >= 10,
             what="ten failed reconnects",
         )
+        assert writer.stats()["nsqd_down"] == [nsqd.tcp_address]
         nsqd.start()
         await wait_for(lambda: writer.connections, what="the reconnect")
+        stats = writer.stats()
+        assert stats["connection_losses"] == 1 and stats["reconnects"] == 1
+        assert stats["nsqd_down"] == []
     address = nsqd.tcp_address
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     lost = [m for m in warnings if "lost" in m and address in m]
