@@ -62,10 +62,11 @@ def parse_addresses(
     default_port: int,
     option: str = "nsqd_tcp_addresses",
 ) -> list[Address]:
-    """Addresses in first-seen order, duplicates dropped; ``None`` (not given) is ``[]``.
+    """Addresses in first-seen order, duplicates dropped; ``None``, ``[]`` and ``""`` are ``[]``.
 
-    Given but empty (``[]``, ``""``, ``" , "``) is refused: a blank environment variable must
-    never quietly mean some default nsqd. ``option`` names the argument in the error.
+    A blank item in a list (``["  "]``, ``[None]``) is refused, naming ``option``; a client
+    left with no address at all is refused by :func:`require_addresses`, so a blank
+    environment variable never quietly means some default nsqd.
     """
     if addresses is None:
         return []
@@ -78,10 +79,7 @@ def parse_addresses(
         and isinstance(addresses[1], int)
     ):
         addresses = [addresses]  # one ("host", port) pair, not two addresses
-    parsed = _unique(_parse_item(item, default_port, option) for item in addresses)
-    if not parsed:
-        raise _empty(option)
-    return parsed
+    return _unique(_parse_item(item, default_port, option) for item in addresses)
 
 
 def parse_http_address(address: object, default_port: int = 4161) -> str:
@@ -98,18 +96,15 @@ def parse_http_addresses(
     default_port: int,
     option: str = "lookupd_http_addresses",
 ) -> list[str]:
-    """Base URLs for a list of HTTP addresses (a lone string is one address), duplicates dropped;
-    ``None`` is ``[]``, and given-but-empty is refused as in :func:`parse_addresses`."""
+    """Base URLs for a list of HTTP addresses (a string may hold several, comma-separated),
+    duplicates dropped; empty and blank are handled as in :func:`parse_addresses`."""
     if addresses is None:
         return []
     if isinstance(addresses, str):
         items: Iterable[object] = [a for a in addresses.split(",") if a.strip()]
     else:
         items = addresses
-    parsed = _unique(parse_http_address(_item(item, option), default_port) for item in items)
-    if not parsed:
-        raise _empty(option)
-    return parsed
+    return _unique(parse_http_address(_item(item, option), default_port) for item in items)
 
 
 def require_addresses(**given: list[Any]) -> None:
@@ -119,7 +114,8 @@ def require_addresses(**given: list[Any]) -> None:
         names = " or ".join(given)
         raise ConfigError(
             f"no nsqd address given: pass {names} (for a local nsqd, "
-            "nsqd_tcp_addresses=['127.0.0.1:4150'])"
+            "nsqd_tcp_addresses=['127.0.0.1:4150']); an empty list or a blank environment "
+            "variable counts as none"
         )
 
 
@@ -131,13 +127,6 @@ def _item(item: object, option: str) -> object:
     if item is None or (isinstance(item, str) and not item.strip()):
         raise ConfigError(f"{option} contains an empty address ({item!r}); remove it or fix it")
     return item
-
-
-def _empty(option: str) -> ConfigError:
-    return ConfigError(
-        f"{option} is empty: give at least one address, or leave the option out "
-        "(a blank environment variable is a common cause)"
-    )
 
 
 def _unique(parsed: Iterable[_T]) -> list[_T]:

@@ -148,8 +148,9 @@ async def test_an_http_port_is_named_as_such(nsqd: NsqdProcess) -> None:
 )
 def test_empty_or_blank_addresses_are_refused(addresses: Any) -> None:
     for make in (Writer, SyncWriter):
-        with pytest.raises(ConfigError, match="nsqd_tcp_addresses"):
+        with pytest.raises(ConfigError, match="nsqd_tcp_addresses") as info:
             make(addresses)
+        assert "127.0.0.1:4150" not in str(info.value).partition("(")[0]
 
 
 def test_no_address_at_all_is_refused() -> None:
@@ -162,8 +163,10 @@ def test_no_address_at_all_is_refused() -> None:
     for make_reader in (Reader, SyncReader):
         with pytest.raises(ConfigError, match="no nsqd address"):
             make_reader("t", "c")
-        with pytest.raises(ConfigError, match="lookupd_http_addresses is empty"):
-            make_reader("t", "c", lookupd_http_addresses="")
+        with pytest.raises(ConfigError, match="no nsqd address"):
+            make_reader("t", "c", nsqd_tcp_addresses=[], lookupd_http_addresses="")
+        # one empty list beside a real address list is the common pynsq call: fine
+        make_reader("t", "c", nsqd_tcp_addresses=[], lookupd_http_addresses=["127.0.0.1:4161"])
 
 
 async def test_create_writer_keeps_its_explicit_defaults() -> None:
