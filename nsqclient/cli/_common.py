@@ -35,6 +35,7 @@ __all__ = [
     "add_address_flags",
     "add_connection_flags",
     "channel_name",
+    "check_lookupds",
     "config_from_args",
     "delimiter",
     "http_addresses",
@@ -162,6 +163,22 @@ def http_addresses(addresses: Sequence[str]) -> list[str]:
     from ..aio.addresses import parse_http_address
 
     return [parse_http_address(a, 4151) for a in addresses]
+
+
+async def check_lookupds(args: argparse.Namespace, addresses: Sequence[str]) -> None:
+    """Fail at once when no lookupd answers (a Reader or Writer would poll them forever)."""
+    from ..aio.http import LookupdHTTPClient
+
+    errors: list[BaseException] = []
+    for address in http_addresses(addresses):
+        async with LookupdHTTPClient(address, timeout=3.0, verify=http_verify(args)) as client:
+            try:
+                await client.ping()
+                return
+            except Exception as exc:
+                errors.append(exc)
+    if errors:
+        raise errors[0]
 
 
 # -- connection options ---------------------------------------------------------------------------

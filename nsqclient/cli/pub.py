@@ -274,11 +274,24 @@ async def pub(args: argparse.Namespace, stop: Stop) -> int:
             if due > 0 and await stop.wait(due):
                 return
         while (fut := writer.publish_nowait(data, len(payload))) is None:
-            await writer.wait_ready()  # no connection or no free slot yet (raises on timeout)
+            # no connection or no free slot yet: wait (raises at publish_timeout), or stop
+            ready = asyncio.ensure_future(writer.wait_ready())
+            stopped = asyncio.ensure_future(stop.event.wait())
+            try:
+                await asyncio.wait((ready, stopped), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopped.cancel()
+                if not ready.done():
+                    ready.cancel()
+            if not ready.done() or ready.cancelled():
+                return  # stopped: this payload was never sent
+            ready.result()
         tally.track(fut, len(payload))
         progress.update()
 
     try:
+        if addrs["lookupd_http"]:
+            await _common.check_lookupds(args, addrs["lookupd_http"])
         await writer.connect()
         async for body in bodies(args, stop, skipped):
             if stop.requested or tally.error is not None:

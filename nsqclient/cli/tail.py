@@ -196,24 +196,6 @@ class TopicSink:
         pass
 
 
-async def check_lookupds(args: argparse.Namespace, addresses: list[str]) -> None:
-    """Fail at once (instead of polling forever) when no lookupd answers."""
-    from ..aio.http import LookupdHTTPClient
-
-    errors: list[BaseException] = []
-    for address in _common.http_addresses(addresses):
-        async with LookupdHTTPClient(
-            address, timeout=3.0, verify=_common.http_verify(args)
-        ) as client:
-            try:
-                await client.ping()
-                return
-            except Exception as exc:
-                errors.append(exc)
-    if errors:
-        raise errors[0]
-
-
 async def tail(args: argparse.Namespace, stop: Stop) -> int:
     from ..aio import Reader
 
@@ -228,7 +210,7 @@ async def tail(args: argparse.Namespace, stop: Stop) -> int:
     config = _common.config_from_args(args, max_in_flight=max_in_flight, max_attempts=0)
     channel = args.channel or f"tail-{secrets.token_hex(3)}#ephemeral"
     if addrs["lookupd_http"]:
-        await check_lookupds(args, addrs["lookupd_http"])
+        await _common.check_lookupds(args, addrs["lookupd_http"])
     done = asyncio.Event()
     printer = Printer(args, sys.stdout.buffer, limit, done.set)
     readers = [

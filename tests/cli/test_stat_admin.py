@@ -9,7 +9,7 @@ import pytest
 
 from nsqclient.aio.http import SyncNsqdHTTPClient
 
-from .conftest import channel_stats, channels_of, cli, topic_stats, unique
+from .conftest import channel_stats, channels_of, cli, topic_stats, unique, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -127,4 +127,24 @@ def test_admin_through_lookupd(nsq_cluster: Any) -> None:
     assert stat.returncode == 0, stat.stderr
     assert sorted(json.loads(stat.stdout)["nsqd"]) == sorted(
         n.http_address for n in nsq_cluster.nsqds
+    )
+
+
+def test_pub_and_tail_through_lookupd(nsq_cluster: Any) -> None:
+    topic = unique()
+    lookupd = ["--lookupd-http-address", nsq_cluster.lookupd.http_address]
+    for i, nsqd in enumerate(nsq_cluster.nsqds):
+        nsqd.pub(topic, b"direct-%d" % i)
+    wait_until(
+        lambda: len(nsq_cluster.lookupd.lookup(topic).get("producers") or []) == 3,
+        "lookupd to list the topic on every nsqd",
+    )
+    pub = cli("pub", "--topic", topic, *lookupd, input=b"".join(b"p%d\n" % i for i in range(6)))
+    assert pub.returncode == 0, pub.stderr
+    total = sum(topic_stats(n, topic)["message_count"] for n in nsq_cluster.nsqds)
+    assert total == 9
+    tail = cli("tail", "--topic", topic, "-n", "9", *lookupd)
+    assert tail.returncode == 0, tail.stderr
+    assert sorted(tail.stdout.split()) == sorted(
+        [b"direct-0", b"direct-1", b"direct-2", *(b"p%d" % i for i in range(6))]
     )

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import pty
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +17,12 @@ import pytest
 from nsqclient.aio.http import SyncNsqdHTTPClient
 
 from .conftest import (
+    DEADLINE,
     SIGNALS,
     Running,
     channel_stats,
     channels_of,
+    clean_env,
     cli,
     topic_stats,
     unique,
@@ -214,3 +220,32 @@ def test_pub_too_large_message_fails_saying_what_was_published(nsqd: Any) -> Non
     lines = result.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "2 messages published and acknowledged" in lines[0], lines
     assert topic_stats(nsqd, topic)["message_count"] == 2
+
+
+def test_pub_progress_goes_to_stderr_only_on_a_terminal(nsqd: Any) -> None:
+    topic = unique()
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "nsqclient", "pub", "--topic", topic,
+             "--nsqd-tcp-address", nsqd.tcp_address],
+            input=b"a\nb\nc\n",
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            env=clean_env(),
+            timeout=DEADLINE,
+            check=False,
+        )  # fmt: skip
+        os.close(slave)
+        slave = -1
+        seen = b""
+        while b"\n" not in seen:  # the final progress line ends with a newline
+            seen += os.read(master, 4096)
+    finally:
+        os.close(master)
+        if slave != -1:
+            os.close(slave)
+    assert proc.returncode == 0 and proc.stdout == b""
+    assert b"sent 3, acknowledged 3" in seen
+    quiet = cli("pub", "--topic", topic, "--nsqd-tcp-address", nsqd.tcp_address, input=b"d\n")
+    assert quiet.returncode == 0 and quiet.stderr == b""  # not a terminal: nothing
