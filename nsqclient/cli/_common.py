@@ -9,17 +9,16 @@ comma-separated); otherwise nsqd on localhost. Mixing the two silently would con
 nobody asked for.
 
 Exit codes: 0 success, 1 an NSQ (or I/O) error reported as one line, 2 bad usage, 128 + the
-signal number when a signal ended the command (130 for Ctrl-C, 143 for SIGTERM).
+signal number when a signal ended the command (130 for Ctrl-C, 143 for SIGTERM; see
+:mod:`._running`).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import codecs
 import os
-import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..config import Config
@@ -30,7 +29,6 @@ __all__ = [
     "EXIT_ERROR",
     "EXIT_OK",
     "EXIT_USAGE",
-    "Stop",
     "UsageError",
     "add_address_flags",
     "add_connection_flags",
@@ -41,7 +39,6 @@ __all__ = [
     "http_addresses",
     "http_verify",
     "resolve_addresses",
-    "run_async",
     "topic_name",
 ]
 
@@ -266,65 +263,3 @@ def http_verify(args: argparse.Namespace) -> Any:
     if getattr(args, "tls_insecure_skip_verify", False):
         return False
     return getattr(args, "tls_ca_file", None) or True
-
-
-# -- running -------------------------------------------------------------------------------------
-
-
-class Stop:
-    """Set by SIGINT or SIGTERM; remembers which, for the exit code. A second signal cancels
-    the command's task, cutting a graceful close short."""
-
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-        self.signum: int | None = None
-        self._task: asyncio.Task[Any] | None = None
-
-    def __call__(self, signum: int) -> None:
-        if self.signum is not None and self._task is not None:
-            self._task.cancel()
-            return
-        self.signum = signum
-        self.event.set()
-
-    @property
-    def requested(self) -> bool:
-        return self.event.is_set()
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + (self.signum or signal.SIGINT)
-
-    async def wait(self, timeout: float | None = None) -> bool:
-        """True when a stop was requested within ``timeout`` seconds."""
-        if self.event.is_set():
-            return True
-        try:
-            async with asyncio.timeout(timeout):
-                await self.event.wait()
-        except TimeoutError:
-            return False
-        return True
-
-
-def run_async(command: Callable[[Stop], Awaitable[int]]) -> int:
-    """Run ``command`` on a fresh event loop with SIGINT/SIGTERM turned into ``Stop``."""
-
-    async def main() -> int:
-        stop = Stop()
-        stop._task = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        signals = (signal.SIGINT, signal.SIGTERM)
-        for sig in signals:
-            loop.add_signal_handler(sig, stop, sig)
-        try:
-            return await command(stop)
-        except asyncio.CancelledError:
-            if stop.signum is None:
-                raise
-            return stop.exit_code
-        finally:
-            for sig in signals:
-                loop.remove_signal_handler(sig)
-
-    return asyncio.run(main())

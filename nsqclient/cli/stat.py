@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from . import _common
-from ._common import Stop
+from ._running import Stop, run_async
 
 __all__ = ["add_parser", "summarize"]
 
@@ -61,7 +61,7 @@ def add_parser(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return _common.run_async(lambda stop: stat(args, stop))
+    return run_async(lambda stop: stat(args, stop))
 
 
 def summarize(

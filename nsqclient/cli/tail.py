@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 from ..message import Message
 from . import _common
-from ._common import Stop
+from ._running import Stop, run_async
 
 __all__ = ["add_parser"]
 
@@ -95,7 +95,7 @@ def add_parser(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return _common.run_async(lambda stop: tail(args, stop))
+    return run_async(lambda stop: tail(args, stop))
 
 
 class Printer:
