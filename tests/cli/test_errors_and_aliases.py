@@ -3,8 +3,10 @@ subcommands with their old script names. No daemon: unreachable addresses are fr
 
 from __future__ import annotations
 
+import signal
 import sys
 from importlib import metadata
+from typing import Any
 
 import pytest
 
@@ -113,3 +115,14 @@ def cli_module(module: str, *args: str) -> object:
         timeout=30,
         check=False,
     )
+
+
+def test_nsqd_subcommand_serves_until_sigterm(running: Any) -> None:
+    proc = running(["nsqd", "--tcp-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0"])
+    lines = [proc.line() for _ in range(3)]
+    assert lines[0].startswith(b"nsqd TCP  127.0.0.1:") and lines[2].startswith(b"ready")
+    tcp = lines[0].split()[-1].decode()
+    pub = cli("pub", "--topic", "t", "--body", "hello", "--nsqd-tcp-address", tcp)
+    assert pub.returncode == 0, pub.stderr
+    proc.signal(signal.SIGTERM)
+    assert proc.wait() == 0
