@@ -48,10 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"nsqclient {__version__}")
+    _diagnostics(parser, default=False)
+    # accepted after the command name too; SUPPRESS keeps a value given before it
     parent = argparse.ArgumentParser(add_help=False)
-    output = parent.add_argument_group("diagnostics")
-    output.add_argument("--verbose", action="store_true", help="log connections (INFO)")
-    output.add_argument("--debug", action="store_true", help="log everything; tracebacks")
+    _diagnostics(parent, default=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     tail.add_parser(sub, parent)
     pub.add_parser(sub, parent)
@@ -68,6 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     return parser
+
+
+def _diagnostics(parser: argparse.ArgumentParser, default: object) -> None:
+    group = parser.add_argument_group("diagnostics")
+    group.add_argument(
+        "--verbose", action="store_true", default=default, help="log connections (INFO)"
+    )
+    group.add_argument(
+        "--debug", action="store_true", default=default, help="log everything; tracebacks"
+    )
 
 
 def _setup_logging(args: argparse.Namespace) -> None:

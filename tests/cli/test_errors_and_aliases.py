@@ -66,10 +66,10 @@ def test_unreachable_daemon_exits_1_with_one_line(args: list[str]) -> None:
     assert address in lines[0] or "127.0.0.1" in lines[0]
 
 
-def test_debug_adds_the_traceback() -> None:
-    result = cli(
-        "tail", "--topic", "t", "--debug", "--nsqd-tcp-address", f"127.0.0.1:{free_port()}"
-    )
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_debug_adds_the_traceback(where: str) -> None:
+    args = ["tail", "--topic", "t", "--nsqd-tcp-address", f"127.0.0.1:{free_port()}"]
+    result = cli(*(["--debug", *args] if where == "before" else [*args, "--debug"]))
     assert result.returncode == 1
     err = result.stderr.decode()
     assert "Traceback" in err and err.strip().splitlines()[-1].startswith("nsqclient tail: error")
