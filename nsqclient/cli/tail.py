@@ -236,7 +236,7 @@ async def tail(args: argparse.Namespace, stop: Stop) -> int:
             for waiter in waits:
                 waiter.cancel()
     finally:
-        printer.closed = True  # whatever arrives from now on goes straight back
+        printer.closed = True  # whatever arrives now is left for the close to requeue
         await asyncio.gather(
             *(reader.graceful_close(requeue_in_hand=True) for reader in readers),
             return_exceptions=True,
