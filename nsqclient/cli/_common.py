@@ -16,6 +16,7 @@ signal number when a signal ended the command (130 for Ctrl-C, 143 for SIGTERM; 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import codecs
 import os
 from collections.abc import Sequence
@@ -38,6 +39,7 @@ __all__ = [
     "delimiter",
     "http_addresses",
     "http_verify",
+    "require_reachable",
     "resolve_addresses",
     "topic_name",
 ]
@@ -176,6 +178,39 @@ async def check_lookupds(args: argparse.Namespace, addresses: Sequence[str]) -> 
                 errors.append(exc)
     if errors:
         raise errors[0]
+
+
+async def require_reachable(addresses: Sequence[str], timeout: float) -> None:
+    """Fail at once (ConnectError) when no nsqd TCP address accepts a connection.
+
+    Readers and Writers retry an unreachable nsqd in the background, right for a service
+    started before its nsqd; a command typed at a shell should instead say at once that
+    nothing is there. This opens a plain TCP connection (sending the protocol magic, so nsqd
+    logs a normal disconnect), nothing more: TLS or AUTH refusals are raised by the client.
+    """
+    from ..aio.addresses import format_address, parse_address
+    from ..errors import ConnectError
+
+    failures: list[str] = []
+    for text in addresses:
+        host, port = parse_address(text, 4150)
+        try:
+            async with asyncio.timeout(timeout):
+                _, writer = await asyncio.open_connection(host, port)
+        except (OSError, TimeoutError) as exc:
+            failures.append(f"{format_address(host, port)} ({exc or 'timed out'})")
+            continue
+        writer.write(b"  V2")
+        writer.close()
+        try:
+            await writer.wait_closed()
+        except OSError:
+            pass
+        return
+    if failures:
+        raise ConnectError(
+            "cannot connect to nsqd " + "; ".join(failures) + ": is nsqd running there?"
+        )
 
 
 # -- connection options ---------------------------------------------------------------------------

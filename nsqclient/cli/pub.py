@@ -191,6 +191,8 @@ async def pub(args: argparse.Namespace, stop: Stop) -> int:
     try:
         if addrs["lookupd_http"]:
             await _common.check_lookupds(args, addrs["lookupd_http"])
+        else:
+            await _common.require_reachable(addrs["nsqd_tcp"], config.seconds("dial_timeout"))
         await writer.connect()
         async for body in bodies(args, stop, skipped):
             if stop.requested or tally.error is not None:

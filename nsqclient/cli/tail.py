@@ -211,6 +211,8 @@ async def tail(args: argparse.Namespace, stop: Stop) -> int:
     channel = args.channel or f"tail-{secrets.token_hex(3)}#ephemeral"
     if addrs["lookupd_http"]:
         await _common.check_lookupds(args, addrs["lookupd_http"])
+    else:
+        await _common.require_reachable(addrs["nsqd_tcp"], config.seconds("dial_timeout"))
     done = asyncio.Event()
     printer = Printer(args, sys.stdout.buffer, limit, done.set)
     readers = [
