@@ -14,8 +14,12 @@ import argparse
 import asyncio
 import base64
 import json
+import os
 import secrets
+import select
+import stat
 import sys
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from ..message import Message
@@ -144,6 +148,11 @@ class Printer:
         if limit is not None and self.shown >= limit:
             self._finish()
 
+    def reader_gone(self) -> None:
+        """Whoever read our output left (``| head``): stop, as a failed write would."""
+        self.error = BrokenPipeError("stdout was closed")
+        self._finish()
+
     def _finish(self) -> None:
         self.closed = True
         self._on_done()
@@ -196,6 +205,35 @@ class TopicSink:
         pass
 
 
+def watch_pipe_reader(fd: int, on_gone: Callable[[], None]) -> Callable[[], None] | None:
+    """When ``fd`` is a pipe, call ``on_gone`` once its reader closes it, so ``tail | head``
+    ends with head instead of at the next message's failed write. Returns the unwatch."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return None
+    except OSError:
+        return None
+    loop = asyncio.get_running_loop()
+
+    def check() -> None:
+        # a pipe's write end never becomes readable: the selector wakes us for its error state
+        loop.remove_reader(fd)
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0)):
+            on_gone()
+
+    try:
+        loop.add_reader(fd, check)
+    except (OSError, ValueError, NotImplementedError):
+        return None
+
+    def unwatch() -> None:
+        loop.remove_reader(fd)
+
+    return unwatch
+
+
 async def tail(args: argparse.Namespace, stop: Stop) -> int:
     from ..aio import Reader
 
@@ -226,6 +264,7 @@ async def tail(args: argparse.Namespace, stop: Stop) -> int:
         )
         for topic in dict.fromkeys(args.topics)
     ]
+    unwatch = watch_pipe_reader(sys.stdout.fileno(), printer.reader_gone)
     try:
         await asyncio.gather(*(reader.start() for reader in readers))
         if args.requeue:
@@ -238,6 +277,8 @@ async def tail(args: argparse.Namespace, stop: Stop) -> int:
             for waiter in waits:
                 waiter.cancel()
     finally:
+        if unwatch is not None:
+            unwatch()
         printer.closed = True  # whatever arrives now is left for the close to requeue
         await asyncio.gather(
             *(reader.graceful_close(requeue_in_hand=True) for reader in readers),

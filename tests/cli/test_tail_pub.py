@@ -249,3 +249,29 @@ def test_pub_progress_goes_to_stderr_only_on_a_terminal(nsqd: Any) -> None:
     assert b"sent 3, acknowledged 3" in seen
     quiet = cli("pub", "--topic", topic, "--nsqd-tcp-address", nsqd.tcp_address, input=b"d\n")
     assert quiet.returncode == 0 and quiet.stderr == b""  # not a terminal: nothing
+
+
+def test_tail_ends_when_the_reader_of_its_output_leaves(nsqd: Any) -> None:
+    topic = unique()
+    nsqd.pub(topic, b"first")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nsqclient", "tail", "--topic", topic,
+         "--nsqd-tcp-address", nsqd.tcp_address],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"first\n"
+        proc.stdout.close()  # like `| head -1` exiting: no further message is needed to notice
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        proc.stderr.close()
+    assert err == b""
+    wait_until(lambda: channels_of(nsqd, topic) == [], "the tail channel to be deleted")
