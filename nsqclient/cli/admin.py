@@ -195,14 +195,14 @@ def act(args: argparse.Namespace) -> int:
 
 
 def _act(args: argparse.Namespace, nsqds: list[Any], lookupds: list[Any]) -> int:
-    from ..errors import HTTPError
+    from ..errors import HTTPError, NSQError
 
     kind: str = args.kind
     names = [args.topic] + ([args.channel] if kind == "channel" else [])
     label = f"{kind} {'/'.join(names)!r}"
     targets = _targets(args, nsqds, lookupds)
     if not targets:
-        raise _common.UsageError(f"no nsqd to {args.action} {label} on (lookupd lists none)")
+        raise NSQError(f"no nsqd to {args.action} {label} on: lookupd lists none for it")
     where = [c.base_url.split("://", 1)[1] for c in targets]
     if args.action in ("delete", "empty") and not args.yes:
         what = f"{args.action.capitalize()} {label}, losing its messages,"

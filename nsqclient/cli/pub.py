@@ -194,12 +194,18 @@ async def pub(args: argparse.Namespace, stop: Stop) -> int:
         else:
             await _common.require_reachable(addrs["nsqd_tcp"], config.seconds("dial_timeout"))
         await writer.connect()
+        batch_bytes = 0
+        room = config.max_body_size - 4  # an MPUB body: a count, then 4 + len per message
         async for body in bodies(args, stop, skipped):
             if stop.requested or tally.error is not None:
                 break
+            if batch and batch_bytes + 4 + len(body) > room:  # keep MPUB under max_body_size
+                payload, batch, batch_bytes = batch, [], 0
+                await send(payload)
             batch.append(body)
+            batch_bytes += 4 + len(body)
             if len(batch) >= args.batch:
-                payload, batch = batch, []
+                payload, batch, batch_bytes = batch, [], 0
                 await send(payload)
         if batch and not stop.requested and tally.error is None:
             await send(batch)

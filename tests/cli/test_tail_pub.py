@@ -275,3 +275,12 @@ def test_tail_ends_when_the_reader_of_its_output_leaves(nsqd: Any) -> None:
         proc.stderr.close()
     assert err == b""
     wait_until(lambda: channels_of(nsqd, topic) == [], "the tail channel to be deleted")
+
+
+def test_pub_batch_splits_mpubs_that_would_exceed_max_body_size(nsqd: Any) -> None:
+    topic = unique()
+    bodies = [bytes([65 + i]) * 600_000 for i in range(12)]  # 7.2 MB > nsqd's 5 MiB body limit
+    result = cli("pub", "--topic", topic, "--batch", "12", "--nsqd-tcp-address", nsqd.tcp_address,
+                 input=b"\n".join(bodies) + b"\n")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert topic_stats(nsqd, topic)["message_count"] == 12
