@@ -33,6 +33,7 @@ __all__ = [
     "UsageError",
     "add_address_flags",
     "add_connection_flags",
+    "add_https_flags",
     "channel_name",
     "check_lookupds",
     "config_from_args",
@@ -291,6 +292,15 @@ def config_from_args(
         values[name.strip().replace("-", "_")] = _option_value(text.strip())
     values.update(options)
     return Config.from_options(**values)
+
+
+def add_https_flags(parser: argparse.ArgumentParser) -> None:
+    """For commands that only speak HTTP: how to verify ``https://`` addresses."""
+    group = parser.add_argument_group("HTTPS (for https:// addresses)")
+    group.add_argument("--tls-ca-file", metavar="PATH", help="CA bundle to verify the server with")
+    group.add_argument(
+        "--tls-insecure-skip-verify", action="store_true", help="do not verify (testing only)"
+    )
 
 
 def http_verify(args: argparse.Namespace) -> Any:

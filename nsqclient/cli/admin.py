@@ -97,9 +97,7 @@ def add_parsers(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 def _common_flags(p: argparse.ArgumentParser) -> None:
     _common.add_address_flags(p, _KINDS)
-    g = p.add_argument_group("HTTPS")
-    g.add_argument("--tls-ca-file", metavar="PATH", help="CA bundle for https:// addresses")
-    g.add_argument("--tls-insecure-skip-verify", action="store_true", help="do not verify")
+    _common.add_https_flags(p)
     p.add_argument("--timeout", type=_common.positive_float, default=5.0, help="seconds (5)")
 
 

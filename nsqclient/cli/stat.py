@@ -56,7 +56,7 @@ def add_parser(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument("--count", type=_common.positive_int, help="exit after N polls")
     p.add_argument("--json", action="store_true", help="one JSON object per poll")
     _common.add_address_flags(p, ["nsqd_http", "lookupd_http"])
-    _common.add_connection_flags(p)
+    _common.add_https_flags(p)
     p.set_defaults(run=run)
 
 
@@ -212,7 +212,6 @@ async def poll(args: argparse.Namespace, addrs: dict[str, list[str]]) -> dict[st
 
 async def stat(args: argparse.Namespace, stop: Stop) -> int:
     addrs = _common.resolve_addresses(args, ["nsqd_http", "lookupd_http"], default="nsqd_http")
-    _common.config_from_args(args)  # the connection flags are checked like everywhere else
     interactive = sys.stdout.isatty() and not args.json
     previous: dict[str, Any] | None = None
     polls = 0

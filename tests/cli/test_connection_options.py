@@ -59,3 +59,16 @@ def test_addresses_fall_back_to_the_cluster_env_variables(nsqd: Any) -> None:
     pub = cli("pub", "--topic", topic, "--body", "x", "--nsqd-tcp-address", nsqd.tcp_address,
               env=wrong)  # fmt: skip
     assert pub.returncode == 0, pub.stderr
+
+
+def test_https_addresses_use_the_tls_flags(nsqd_tls: Any, tls_certs: CertBundle) -> None:
+    topic = unique()
+    nsqd_tls.pub(topic, b"x")
+    https = ["--nsqd-http-address", f"https://{nsqd_tls.https_address}"]
+    topics = cli("topics", *https, "--tls-ca-file", str(tls_certs.ca_cert))
+    assert topics.returncode == 0, topics.stderr
+    assert topic in topics.stdout.decode().split()
+    stat = cli("stat", "--count", "1", "--json", *https, "--tls-ca-file", str(tls_certs.ca_cert))
+    assert stat.returncode == 0, stat.stderr
+    unverified = cli("topics", *https)  # the test CA is not trusted by default
+    assert unverified.returncode == 1 and len(unverified.stderr.splitlines()) == 1
