@@ -98,7 +98,9 @@ def add_parsers(sub: Any, parent: argparse.ArgumentParser) -> None:
 def _common_flags(p: argparse.ArgumentParser) -> None:
     _common.add_address_flags(p, _KINDS)
     _common.add_https_flags(p)
-    p.add_argument("--timeout", type=_common.positive_float, default=5.0, help="seconds (5)")
+    p.add_argument(
+        "--timeout", type=_common.positive_float, default=5.0, metavar="S", help="per request (5 s)"
+    )
 
 
 def _clients(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:

@@ -40,7 +40,11 @@ def add_parser(sub: Any, parent: argparse.ArgumentParser) -> None:
         "pub",
         parents=[parent],
         help="publish lines from stdin or files, or one --body (like to_nsq)",
-        description="Publish messages: one per delimited piece of stdin or the FILEs, or --body.",
+        description=(
+            "Publish messages: one per delimited piece of stdin or the FILEs (empty pieces are "
+            "skipped: nsqd refuses empty bodies), or --body. Exits 0 only when nsqd acknowledged "
+            "every message; otherwise it says how many were and were not acknowledged."
+        ),
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
