@@ -41,9 +41,9 @@ def add_parser(sub: Any, parent: argparse.ArgumentParser) -> None:
         parents=[parent],
         help="publish lines from stdin or files, or one --body (like to_nsq)",
         description=(
-            "Publish messages: one per delimited piece of stdin or the FILEs (empty pieces are "
-            "skipped: nsqd refuses empty bodies), or --body. Exits 0 only when nsqd acknowledged "
-            "every message; otherwise it says how many were and were not acknowledged."
+            "Publish messages: one per delimited piece of stdin or the FILEs (empty pieces\n"
+            "are skipped: nsqd refuses empty bodies), or --body. Exits 0 only when nsqd\n"
+            "acknowledged every message; otherwise it says how many were and were not."
         ),
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
