@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build nsqd, nsqlookupd and nsqadmin (the version pinned in test_service/nsqbuild/go.mod) from the
-# Go module proxy into test_service/.bin/.
+# Build nsqd, nsqlookupd, nsqadmin, nsq_tail and to_nsq (the version pinned in
+# test_service/nsqbuild/go.mod) from the Go module proxy into test_service/.bin/.
 #
 # Idempotent: when the binaries exist and the stamp file records the same pinned sources
 # (go.mod + go.sum + tools.go), it exits at once without touching Go.
@@ -12,7 +12,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mod_dir="$here/nsqbuild"
 bin_dir="$here/.bin"
 stamp="$bin_dir/.stamp"
-apps=(nsqd nsqlookupd nsqadmin)
+apps=(nsqd nsqlookupd nsqadmin nsq_tail to_nsq) # the last two: CLI interop tests (tests/cli)
 
 die() {
     echo "build_nsq.sh: ERROR: $*" >&2

@@ -12,11 +12,11 @@ Fixture names other tests rely on:
 * ``nsq_backend``: ``"real"`` or ``"embedded"``, what the daemon fixtures of this test run on.
 
 **Backends.** In the integration suites (``tests/integration/protocol``, ``tests/aio``,
-``tests/sync``) every test using a daemon fixture runs twice: against real nsqd/nsqlookupd 1.3.0
-processes (``[real]``) and against nsqclient's embedded server (``[embedded]``,
-:mod:`nsqclient.testing.embedded`, on its own loop thread). A test passing on one and failing on
-the other is a bug in the embedded server, unless it relies on a documented difference
-(``nsqclient/testing/embedded/DIFFERENCES.md``); such a test is marked
+``tests/sync``, ``tests/cli``) every test using a daemon fixture runs twice: against real
+nsqd/nsqlookupd 1.3.0 processes (``[real]``) and against nsqclient's embedded server
+(``[embedded]``, :mod:`nsqclient.testing.embedded`, on its own loop thread). A test passing on
+one and failing on the other is a bug in the embedded server, unless it relies on a documented
+difference (``nsqclient/testing/embedded/DIFFERENCES.md``); such a test is marked
 ``@pytest.mark.real_nsqd_only(reason=...)`` and runs on real nsqd only. Elsewhere (e.g.
 ``tests/test_service``, which tests the real-daemon scripts) the fixtures are real only.
 ``--nsq-backend=real`` or ``=embedded`` (the pytest plugin's option) runs one backend only.
@@ -48,7 +48,12 @@ SUBSCRIBE_ONLY = [{"permissions": ["subscribe"], "topic": ".*", "channels": [".*
 NsqdFactory = Callable[..., Any]
 
 TESTS = Path(__file__).resolve().parent
-BOTH_BACKENDS = [TESTS / "integration" / "protocol", TESTS / "aio", TESTS / "sync"]
+BOTH_BACKENDS = [
+    TESTS / "integration" / "protocol",
+    TESTS / "aio",
+    TESTS / "sync",
+    TESTS / "cli",
+]
 """Suites whose daemon-using tests run on both backends."""
 
 REAL_ONLY_ELSEWHERE: dict[str, str] = {

@@ -97,6 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
             "Benchmark nsqclient against a running NSQ cluster (or run "
             "`nsqclient-benchmark compare --help` for the peer comparison)."
         ),
+        epilog=(
+            "examples (also as `nsqclient bench ...`):\n"
+            "  nsqclient-benchmark --profile quick --nsqd-tcp 127.0.0.1:4150 "
+            "--nsqd-http 127.0.0.1:4151\n"
+            "  nsqclient-benchmark --scenarios tcp-pub,tcp-mpub --markdown results.md"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
     group = parser.add_argument_group("overrides of the profile")

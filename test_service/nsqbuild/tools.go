@@ -1,12 +1,15 @@
 //go:build tools
 
-// Package tools pins the NSQ daemons used by nsqclient's tests. Nothing imports it: it only makes
+// Package tools pins the NSQ daemons and tools used by nsqclient's tests (nsqd, nsqlookupd,
+// nsqadmin, and nsq_tail / to_nsq for the CLI interop tests). Nothing imports it: it only makes
 // `go mod tidy` keep github.com/nsqio/nsq (and its dependencies) in go.mod and go.sum, so that
 // build_nsq.sh can `go build` the apps with -mod=readonly from checked-in sums.
 package tools
 
 import (
+	_ "github.com/nsqio/nsq/apps/nsq_tail"
 	_ "github.com/nsqio/nsq/apps/nsqadmin"
 	_ "github.com/nsqio/nsq/apps/nsqd"
 	_ "github.com/nsqio/nsq/apps/nsqlookupd"
+	_ "github.com/nsqio/nsq/apps/to_nsq"
 )

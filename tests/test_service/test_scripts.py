@@ -72,6 +72,7 @@ def test_build_script_fast_path_prints_the_binaries() -> None:
     assert result.returncode == 0, result.stderr
     bin_dir = Path(result.stdout.strip().splitlines()[-1])
     assert (bin_dir / "nsqd").is_file() and (bin_dir / "nsqlookupd").is_file()
+    assert (bin_dir / "nsq_tail").is_file() and (bin_dir / "to_nsq").is_file()  # tests/cli
     assert "up to date" in result.stderr
 
 
