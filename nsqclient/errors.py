@@ -365,9 +365,14 @@ class HTTPConnectError(HTTPError, ConnectError):
     by a retry, which NSQ's at-least-once delivery allows anyway).
     """
 
-    def __init__(self, message: str, *, url: str, address: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, url: str, address: str | None = None, sent: bool = True
+    ) -> None:
         super().__init__(message, url=url)
         self.address = address  # TransportError's field: the daemon's host:port
+        #: False when no connection was made, so nothing reached the server (safe to send
+        #: elsewhere); True when it broke after the request may have gone out
+        self.sent = sent
 
 
 class HTTPTimeoutError(HTTPError, NSQTimeoutError):

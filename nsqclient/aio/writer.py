@@ -568,8 +568,10 @@ class Writer:
                     async with asyncio.timeout(remaining):
                         await client.publish_command(data)
                     self.published_over_http += count
-                except HTTPConnectError as exc:  # never reached nsqd: the next one may
-                    last = exc
+                except HTTPConnectError as exc:
+                    if exc.sent:  # it broke after sending: trying another would duplicate
+                        raise
+                    last = exc  # never reached nsqd: the next one may
                     log.info("HTTP fallback to %s failed: %s", client.base_url, exc)
                     continue
                 except TimeoutError:

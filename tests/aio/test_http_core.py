@@ -461,3 +461,16 @@ def test_publish_command_is_the_http_twin_of_an_encoded_publish() -> None:
 def test_publish_command_refuses_anything_else(data: bytes) -> None:
     with pytest.raises(InvalidArgumentError, match="not an encoded"):
         NsqdCalls().publish_command(data)
+
+
+def test_a_connection_broken_after_sending_is_marked_sent() -> None:
+    """The Writer's HTTP fallback moves on to another nsqd only when nothing was sent: a
+    request that broke mid-way may have been applied, and sending it elsewhere would duplicate."""
+    from nsqclient.aio.http._errors import error_from_transport
+
+    request = httpx.Request("POST", "http://127.0.0.1:4151/pub?topic=t")
+    refused = error_from_transport(httpx.ConnectError("refused", request=request), "u")
+    broken = error_from_transport(httpx.ReadError("reset", request=request), "u")
+    assert isinstance(refused, HTTPConnectError) and refused.sent is False
+    assert isinstance(broken, HTTPConnectError) and broken.sent is True
+    assert "may or may not" in str(broken) and "may or may not" not in str(refused)

@@ -49,7 +49,12 @@ def error_from_transport(exc: httpx.TransportError, url: str) -> HTTPError:
         )
     elif isinstance(exc, httpx.ConnectError):
         detail += "; is the daemon running and is this its HTTP address?"
-    return HTTPConnectError(f"no response ({detail})", url=url, address=address)
+        return HTTPConnectError(f"no response ({detail})", url=url, address=address, sent=False)
+    return HTTPConnectError(
+        f"no response ({detail}); the request was sent, so it may or may not have been applied",
+        url=url,
+        address=address,
+    )
 
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
