@@ -73,12 +73,12 @@ CASES = [
          lambda: commands.pub("", b"x"), errors.InvalidTopicError),
     # empty bodies
     Case("pub-empty", b"PUB t\n" + u32(0), "E_BAD_MESSAGE PUB invalid message body size 0",
-         lambda: commands.pub("t", b""), errors.MessageTooLargeError),
+         lambda: commands.pub("t", b""), errors.EmptyMessageError),
     Case("dpub-empty", b"DPUB t 0\n" + u32(0), "E_BAD_MESSAGE DPUB invalid message body size 0",
-         lambda: commands.dpub("t", 0, b""), errors.MessageTooLargeError),
+         lambda: commands.dpub("t", 0, b""), errors.EmptyMessageError),
     Case("mpub-empty-item", b"MPUB t\n" + u32(8) + u32(1) + u32(0),
          "E_BAD_MESSAGE MPUB invalid message(0) body size 0",
-         lambda: commands.mpub("t", [b""]), errors.MessageTooLargeError),
+         lambda: commands.mpub("t", [b""]), errors.EmptyMessageError),
     # too big (nsqd started with --max-msg-size=1024 --max-body-size=4096)
     Case("pub-too-big", b"PUB t\n" + u32(MAX_MSG + 1),
          "E_BAD_MESSAGE PUB message too big 1025 > 1024",
