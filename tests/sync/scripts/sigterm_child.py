@@ -23,9 +23,14 @@ from nsqclient.sync import SyncReader
 WORK = 0.02  # seconds per message: messages are in flight when SIGTERM lands
 
 
+def say(line: str) -> None:
+    sys.stdout.write(f"{line}\n")  # one write: run()'s two threads never interleave a line
+    sys.stdout.flush()
+
+
 def handle(msg: Message) -> None:
     time.sleep(WORK)
-    print(msg.body.decode(), flush=True)
+    say(msg.body.decode())
 
 
 def main() -> None:
@@ -59,7 +64,7 @@ def run_django(address: str, topic: str, channel: str) -> None:
 
     def slow(self: Command, body: bytes) -> None:
         time.sleep(WORK)
-        print(body.decode(), flush=True)
+        say(body.decode())
 
     Command.handle_event = slow  # type: ignore[method-assign]
     call_command("consume_events", channel=channel, max_in_flight=10)
