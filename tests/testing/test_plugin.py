@@ -158,8 +158,13 @@ def test_forced_real_without_binaries_fails_with_how_to_build(tmp_path: Path) ->
         "@pytest.fixture(autouse=True)\n"
         "def _no_repo_binaries(monkeypatch):\n"
         f"    monkeypatch.setattr(_process, 'REPO_BIN_DIR', _process.Path({str(empty)!r}))\n"
+        # as installed from the wheel, which has no test_service/build_nsq.sh
+        f"    monkeypatch.setattr(_process, 'BUILD_SCRIPT', _process.Path({str(empty)!r}))\n"
     )
     env = user_env(EXPECTED_BACKEND="real", NSQ_BIN_DIR=str(empty), PATH=str(empty))
     result = run_pytest(project, env, "--nsq-backend=real", "-k", "published")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "1 error" in result.stdout and "NSQ binary 'nsqd' not found" in result.stdout
+    # what an installed user can do: install or point at binaries, or go embedded
+    assert "build_nsq.sh" not in result.stdout
+    assert "NSQ_BIN_DIR" in result.stdout and "--nsq-backend=embedded" in result.stdout
