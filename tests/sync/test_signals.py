@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nsqclient.errors import ConfigError
-from nsqclient.sync import SyncReader
+from nsqclient.sync import SyncReader, run_in_loop
 from nsqclient.testing.daemons import NsqdProcess
 from tests.sigterm_support import assert_exact_accounting, publish, sigterm_child
 
@@ -70,3 +70,46 @@ def test_stop_on_signals_restores_the_previous_handler_at_close(nsqd: NsqdProces
         assert seen == []
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_closed_from_another_thread_the_next_signal_goes_to_the_previous_handler(
+    nsqd: NsqdProcess,
+) -> None:
+    """Handlers can only be restored in the main thread: closed elsewhere, the reader's handler
+    steps aside on the next signal, which then reaches the handler that was there before."""
+    seen: list[int] = []
+
+    def mine(signum: int, _frame: object) -> None:
+        seen.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        reader = SyncReader(unique(), "c", nsqd_tcp_addresses=[nsqd.tcp_address])
+        reader.start()
+        reader.stop_on_signals()
+        closer = threading.Thread(target=reader.graceful_close)
+        closer.start()
+        closer.join(DEADLINE)
+        assert reader.is_closed
+        signal.raise_signal(signal.SIGTERM)
+        assert seen == [signal.SIGTERM]
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_the_aio_reader_on_the_facade_loop_thread_cannot_take_signals(nsqd: NsqdProcess) -> None:
+    """Signals reach the main thread only: the background loop thread says so."""
+    from nsqclient.aio import Reader
+
+    async def install() -> None:
+        reader = Reader(unique(), "c", nsqd_tcp_addresses=[nsqd.tcp_address])
+        try:
+            reader.stop_on_signals()
+        finally:
+            await reader.close()
+
+    with SyncReader(unique(), "c", nsqd_tcp_addresses=[nsqd.tcp_address]) as keep_loop:
+        keep_loop.start()
+        with pytest.raises(ConfigError, match="main thread"):
+            run_in_loop(install(), DEADLINE)
