@@ -20,6 +20,7 @@ Reader's state, and splitting them would spread one state machine over several f
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import enum
 import inspect
 import logging
@@ -57,6 +58,12 @@ _FAILURE = Outcome.FAILURE
 _NEUTRAL = Outcome.NEUTRAL
 _YIELD_EVERY = 64  # sync handlers in a worker: let the loop breathe this often
 _HOLDER_POLL = 0.05  # seconds: how often a closing Reader asks whether holders can still answer
+#: the task that iterated a Reader, seen from that task and from every task it started since
+#: (they inherit its context): a close asked for through ``asyncio.wait_for`` or ``gather`` runs
+#: in such a task while the iterating task waits for it
+_ITERATING: contextvars.ContextVar[asyncio.Task[Any] | None] = contextvars.ContextVar(
+    "nsqclient_iterating_task", default=None
+)
 
 
 class ReaderState(enum.Enum):
@@ -656,7 +663,8 @@ class Reader:
         ``timeout`` (seconds, default ``close_timeout``) bounds how long messages already handed
         out get to be answered. The close waits only while someone can still answer them:
         a running handler, or a task iterating this Reader that is neither done (finished or
-        cancelled) nor itself waiting for this close; once nobody can, the rest is requeued at
+        cancelled) nor itself waiting for this close (directly, or through a task it started:
+        ``asyncio.wait_for`` on 3.11, ``gather``); once nobody can, the rest is requeued at
         once. ``requeue_in_hand=True`` requeues everything handed out at once, ``False`` waits
         for it up to ``timeout`` whoever holds it. ``holders`` replaces the task rule (the
         blocking facade passes "a thread that took messages is still alive").
@@ -684,11 +692,14 @@ class Reader:
         if current is None:
             await asyncio.shield(task)
             return
-        self._close_waiters.add(current)  # from now on this task answers nothing it holds
+        # from now on this task answers nothing it holds; nor does the iterating task that
+        # asked for this close through a task of its own (asyncio.wait_for on 3.11, gather)
+        closing = {current, _ITERATING.get() or current}
+        self._close_waiters.update(closing)
         try:
             await asyncio.shield(task)
         finally:
-            self._close_waiters.discard(current)
+            self._close_waiters.difference_update(closing)
 
     def _holders_can_answer(self) -> bool:
         """The default ``holders`` rule: handlers answer (or took over) what they were given;
@@ -877,7 +888,9 @@ class Reader:
             return
         log.info("%s received: closing %s/%s gracefully", name, self.topic, self.channel)
         self._signal_close = asyncio.get_running_loop().create_task(
-            self.graceful_close(), name="nsq-reader-stop-signal"
+            self.graceful_close(),
+            name="nsq-reader-stop-signal",
+            context=contextvars.Context(),  # nobody's own close: iterating tasks keep their time
         )
 
     clean_close = graceful_close  # asyncnsq's name
@@ -997,6 +1010,7 @@ def _hold(holders: set[asyncio.Task[Any]]) -> None:
     if task is not None and task not in holders:
         holders.add(task)
         task.add_done_callback(holders.discard)
+        _ITERATING.set(task)
 
 
 def _always() -> bool:

@@ -11,6 +11,7 @@ generous 5 s bound.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import Awaitable, Callable
 
@@ -148,8 +149,11 @@ async def test_close_from_the_iterating_task_inside_async_with(
             async for msg in reader:
                 held.append(msg)
                 if len(held) == COUNT:
-                    other = asyncio.create_task(reader.graceful_close())
-                    await wait_for(lambda: reader.state is ReaderState.CLOSING)
+                    # as a signal would: from a context of its own, not this task's
+                    other = asyncio.create_task(
+                        reader.graceful_close(), context=contextvars.Context()
+                    )
+                    await wait_for(lambda: reader.state is not ReaderState.RUNNING)
                     break
         assert other is not None
         await other
@@ -222,3 +226,29 @@ async def test_close_waits_for_a_running_consumer_only_up_to_the_timeout(
     assert reader.stats()["requeued"] == 1
     chan = channel_stats(nsqd, topic, channel)
     assert (chan["in_flight_count"], chan["requeue_count"]) == (0, 1)
+
+
+@pytest.mark.parametrize("through", ["wait_for", "gather"])
+async def test_close_asked_by_the_iterating_task_through_a_task_of_its_own(
+    nsqd: NsqdProcess, make_reader: MakeReader, through: str
+) -> None:
+    """``await asyncio.wait_for(reader.graceful_close(), 30)`` from the iterating task runs the
+    close in a task wait_for made on 3.11 (not on 3.12+); ``gather`` does so everywhere. The
+    iterating task still counts as the one closing: what it holds is requeued at once."""
+    reader, topic, channel = await _setup(nsqd, make_reader)
+    held: list[Message] = []
+    async with asyncio.timeout(DEADLINE):
+        async for msg in reader:
+            held.append(msg)
+            if len(held) == COUNT:
+                break
+        started = time.monotonic()
+        if through == "wait_for":
+            await asyncio.wait_for(reader.graceful_close(), 30)
+        else:
+            await asyncio.gather(reader.graceful_close())
+        assert time.monotonic() - started < STALL_BOUND
+    assert all(m.has_responded for m in held)
+    assert reader.stats()["requeued"] == COUNT
+    got = await _recover_all(nsqd, topic, channel, COUNT)
+    assert len(got) == COUNT
