@@ -4,11 +4,14 @@
 #
 # Safe to rerun: pip runs only when pyproject.toml changed since the last install (a stamp in
 # .venv records its hash), and build_nsq.sh exits at once when the binaries are current.
-# PYTHON=/path/to/python3.x picks the interpreter used to create the virtualenv.
+# PYTHON=/path/to/python3.x picks the interpreter used to create the virtualenv;
+# NSQ_VENV=.venv-3.13 (relative to the checkout, or absolute) makes another one (run_tests.sh
+# uses that for its second Python). A virtualenv made with another Python than PYTHON is remade.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="$root/.venv"
+venv="${NSQ_VENV:-.venv}"
+[[ "$venv" == /* ]] || venv="$root/$venv"
 stamp="$venv/.nsqclient-bootstrap"
 
 die() {
@@ -20,6 +23,15 @@ python_ok() { # python_ok EXE -> succeeds if EXE runs and is Python >= 3.11
     "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' >/dev/null 2>&1
 }
 
+same_python() { # same_python VENV_PYTHON EXE -> succeeds if both are the same X.Y.Z
+    local v='import sys; print(sys.version.split()[0])'
+    [[ "$("$1" -c "$v" 2>/dev/null)" == "$("$2" -c "$v" 2>/dev/null)" ]]
+}
+
+if [[ -x "$venv/bin/python" && -n "${PYTHON:-}" ]] && ! same_python "$venv/bin/python" "$PYTHON"; then
+    echo "bootstrap.sh: $venv was made with another Python than $PYTHON; recreating it" >&2
+    rm -rf "$venv"
+fi
 if [[ ! -x "$venv/bin/python" ]] || ! python_ok "$venv/bin/python"; then
     python=""
     for candidate in "${PYTHON:-}" python3.13 python3.12 python3.11 python3; do

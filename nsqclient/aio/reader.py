@@ -9,12 +9,18 @@ on the read path itself.
 
 ``graceful_close()`` guarantees that nothing delivered to this Reader is left to nsqd's timeout:
 RDY 0 everywhere, REQ what was never handed out, let handlers finish (bounded), REQ whatever is
-still unanswered, CLS and wait for CLOSE_WAIT, then close.
+still unanswered, CLS and wait for CLOSE_WAIT, then close. It waits only for those who can still
+answer: handlers, and tasks iterating the Reader that are neither done nor closing it themselves.
+``stop_on_signals()`` starts that close on SIGTERM.
+
+(Longer than most modules: connections, flow control, delivery styles and the close share the
+Reader's state, and splitting them would spread one state machine over several files.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import enum
 import inspect
 import logging
@@ -38,6 +44,7 @@ from .connection import Connection, ConnectionState, Pending, close_all
 from .delivery import Handler, HandlerRunner, MessageQueue, MessageSink, QueueClosed
 from .discovery import LookupdPoller
 from .outages import Outages
+from .signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
 from .tls import make_ssl_context
 from .tracker import MessageTracker
 
@@ -50,6 +57,13 @@ _SUCCESS = Outcome.SUCCESS
 _FAILURE = Outcome.FAILURE
 _NEUTRAL = Outcome.NEUTRAL
 _YIELD_EVERY = 64  # sync handlers in a worker: let the loop breathe this often
+_HOLDER_POLL = 0.05  # seconds: how often a closing Reader asks whether holders can still answer
+#: the task that iterated a Reader, seen from that task and from every task it started since
+#: (they inherit its context): a close asked for through ``asyncio.wait_for`` or ``gather`` runs
+#: in such a task while the iterating task waits for it
+_ITERATING: contextvars.ContextVar[asyncio.Task[Any] | None] = contextvars.ContextVar(
+    "nsqclient_iterating_task", default=None
+)
 
 
 class ReaderState(enum.Enum):
@@ -124,7 +138,12 @@ class Reader:
         self._auto_touch_max: float | None = None
         self._touch_seen: dict[Message, float] = {}  # auto-touch: when each was first seen
         self._touch_handle: asyncio.TimerHandle | None = None
-        self._consumer_task: asyncio.Task[Any] | None = None
+        #: tasks that took messages from the queue by iterating (recorded per wait, not per
+        #: message); done ones drop out. A close waits for what they hold only while they live.
+        self._holders: set[asyncio.Task[Any]] = set()
+        self._close_waiters: set[asyncio.Task[Any]] = set()  # tasks awaiting graceful_close()
+        self._stop_signals: StopSignals | None = None
+        self._signal_close: asyncio.Task[None] | None = None
         self._closing_task: asyncio.Task[None] | None = None
         self._close_task: asyncio.Task[None] | None = None
         self._closed_event = asyncio.Event()
@@ -314,6 +333,10 @@ class Reader:
         orphans = self.tracker.detach(conn)
         if isinstance(self._sink, MessageQueue):
             self._sink.purge(lambda m: m._responder is not conn)
+        else:
+            forget = getattr(self._sink, "forget", None)
+            if forget is not None:
+                forget(conn)  # e.g. the thread bridge's per-connection responder
         if orphans:
             log.info(
                 "%d messages in flight on %s will be redelivered by nsqd after its timeout",
@@ -629,14 +652,23 @@ class Reader:
     # ------------------------------------------------------------------ closing
 
     async def graceful_close(
-        self, timeout: float | None = None, *, requeue_in_hand: bool | None = None
+        self,
+        timeout: float | None = None,
+        *,
+        requeue_in_hand: bool | None = None,
+        holders: Callable[[], bool] | None = None,
     ) -> None:
         """Stop receiving and hand back everything unfinished; see the module docstring.
 
-        ``timeout`` (seconds, default ``close_timeout``) bounds how long running handlers get to
-        finish what they hold. ``requeue_in_hand=True`` requeues messages already handed to the
-        application at once instead of waiting for them; by default that happens only when the
-        task closing the Reader is the one iterating it (it cannot be handling anything else).
+        ``timeout`` (seconds, default ``close_timeout``) bounds how long messages already handed
+        out get to be answered. The close waits only while someone can still answer them:
+        a running handler, or a task iterating this Reader that is neither done (finished or
+        cancelled) nor itself waiting for this close (directly, or through a task it started:
+        ``asyncio.wait_for`` on 3.11, ``gather``); once nobody can, the rest is requeued at
+        once. ``requeue_in_hand=True`` requeues everything handed out at once, ``False`` waits
+        for it up to ``timeout`` whoever holds it. ``holders`` replaces the task rule (the
+        blocking facade passes "a thread that took messages is still alive").
+
         Idempotent and safe from any state. Called from a message handler it starts the close
         and returns at once; the close completes once that handler has returned.
         """
@@ -648,22 +680,38 @@ class Reader:
         current = asyncio.current_task()
         task = self._close_task or self._closing_task
         if task is None:
-            if requeue_in_hand is None:
-                requeue_in_hand = (
-                    current is not None and current is self._consumer_task and self._runner is None
-                )
             wait = self.config.seconds("close_timeout") if timeout is None else timeout
             task = self._closing_task = asyncio.get_running_loop().create_task(
-                self._close_gracefully(wait, requeue_handed=requeue_in_hand),
+                self._close_gracefully(wait, requeue_in_hand, holders),
                 name="nsq-reader-close",
             )
         if current is not None and (current in self._workers or current in self._handler_tasks):
             # called from a handler: the close waits for this very handler to return, so
             # waiting for the close here would only burn the timeout
             return
-        await asyncio.shield(task)
+        if current is None:
+            await asyncio.shield(task)
+            return
+        # from now on this task answers nothing it holds; nor does the iterating task that
+        # asked for this close through a task of its own (asyncio.wait_for on 3.11, gather)
+        closing = {current, _ITERATING.get() or current}
+        self._close_waiters.update(closing)
+        try:
+            await asyncio.shield(task)
+        finally:
+            self._close_waiters.difference_update(closing)
 
-    async def _close_gracefully(self, timeout: float, *, requeue_handed: bool) -> None:
+    def _holders_can_answer(self) -> bool:
+        """The default ``holders`` rule: handlers answer (or took over) what they were given;
+        an iterating task can answer while it runs and is not waiting for the close itself."""
+        if self._runner is not None:
+            return True
+        waiting = self._close_waiters
+        return any(not t.done() and t not in waiting for t in self._holders)
+
+    async def _close_gracefully(
+        self, timeout: float, requeue_in_hand: bool | None, holders: Callable[[], bool] | None
+    ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, timeout)
         self._state = ReaderState.CLOSING
@@ -674,14 +722,13 @@ class Reader:
             self._requeue(self._queue.take_undelivered())
             self._queue.close()
         await self._stop_discovery()
-        if requeue_handed:
+        if requeue_in_hand:
             self._requeue_in_flight()
-        elif not await self.tracker.wait_empty(max(0.0, deadline - loop.time())):
-            log.warning(
-                "graceful close: %d messages still unanswered after %.1fs; requeueing",
-                len(self.tracker),
-                timeout,
+        else:
+            can_answer = (
+                _always if requeue_in_hand is False else holders or self._holders_can_answer
             )
+            await self._wait_for_answers(deadline, timeout, can_answer)
         await self._stop_handlers()
         self._requeue_in_flight()
         conns = [c for c in self._conns.values() if c.state is ConnectionState.SUBSCRIBED]
@@ -691,6 +738,25 @@ class Reader:
             # anything that raced RDY 0 arrived before CLOSE_WAIT and was requeued on arrival
             self._requeue_in_flight()
         await self._close_connections()
+
+    async def _wait_for_answers(
+        self, deadline: float, timeout: float, can_answer: Callable[[], bool]
+    ) -> None:
+        """Wait until every message handed out is answered, the deadline passes, or nobody who
+        holds one can answer any more (asked every ``_HOLDER_POLL``: threads have no callback)."""
+        loop = asyncio.get_running_loop()
+        tracker = self.tracker
+        while len(tracker) and can_answer():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                log.warning(
+                    "graceful close: %d messages still unanswered after %.1fs; requeueing",
+                    len(tracker),
+                    timeout,
+                )
+                return
+            poll = remaining if can_answer is _always else min(remaining, _HOLDER_POLL)
+            await tracker.wait_empty(poll)
 
     def close(self) -> Awaitable[None]:
         """Close at once: best-effort REQ of everything unanswered, then drop the connections.
@@ -724,9 +790,16 @@ class Reader:
         return self._close_task
 
     def _close_unstarted(self) -> None:
-        self._state = ReaderState.CLOSED
         self._sink.close()  # an iteration waiting on it ends
         self._queue.close()
+        self._set_closed()
+
+    def _set_closed(self) -> None:
+        self._state = ReaderState.CLOSED
+        self._holders.clear()
+        if self._stop_signals is not None:
+            self._stop_signals.restore()  # the previous handlers, once there is nothing to stop
+            self._stop_signals = None
         self._closed_event.set()
 
     async def _finish_close(self) -> None:
@@ -759,8 +832,7 @@ class Reader:
         if self._touch_handle is not None:
             self._touch_handle.cancel()
             self._touch_handle = None
-        self._state = ReaderState.CLOSED
-        self._closed_event.set()
+        self._set_closed()
 
     def _requeue(self, messages: Iterable[Message]) -> None:
         for msg in messages:
@@ -780,7 +852,46 @@ class Reader:
                 conn.message_req(msg, 0, False)
 
     async def wait_closed(self) -> None:
+        """Return once the Reader is closed (e.g. by :meth:`stop_on_signals` on SIGTERM)."""
         await self._closed_event.wait()
+
+    def stop_on_signals(self, *signals: int) -> None:
+        """On SIGTERM (or the ``signals`` given) close gracefully, as Ctrl-C would.
+
+        The one line an asyncio service needs: ``reader.stop_on_signals()`` then
+        ``await reader.wait_closed()`` (or iterate: the iteration ends). A signal stops
+        deliveries (RDY 0), gives what handlers and iterating tasks hold up to ``close_timeout``,
+        requeues the rest and closes. Further signals during the close are ignored; the
+        previous handlers come back once the Reader has closed. Call it from a coroutine on the
+        main thread's event loop (``asyncio.run``), where signals arrive.
+        """
+        if self._state is ReaderState.CLOSED:
+            raise ClosedError("this Reader was closed; create a new one")
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise ConfigError(
+                "call stop_on_signals() from a coroutine (inside asyncio.run)"
+            ) from None
+        if self._stop_signals is not None:
+            self._stop_signals.restore()
+        self._stop_signals = StopSignals(signals or DEFAULT_STOP_SIGNALS, self._on_stop_signal)
+        self._stop_signals.install_on_loop(loop)
+
+    def _on_stop_signal(self, signum: int) -> None:
+        name = signal_name(signum)
+        if self._signal_close is not None or self._state in (
+            ReaderState.CLOSING,
+            ReaderState.CLOSED,
+        ):
+            log.info("%s received while closing; the close goes on", name)
+            return
+        log.info("%s received: closing %s/%s gracefully", name, self.topic, self.channel)
+        self._signal_close = asyncio.get_running_loop().create_task(
+            self.graceful_close(),
+            name="nsq-reader-stop-signal",
+            context=contextvars.Context(),  # nobody's own close: iterating tasks keep their time
+        )
 
     clean_close = graceful_close  # asyncnsq's name
 
@@ -819,7 +930,7 @@ class Reader:
             "in_flight": len(self.tracker),
             "lost_on_disconnect": self.tracker.lost,
             "response_errors": self.response_errors,
-            "queued": len(self._queue),
+            "queued": self._queued(),
             "connecting": len(self._connecting),
             "max_in_flight": flow.max_in_flight,
             "total_rdy": flow.total_rdy,
@@ -839,6 +950,16 @@ class Reader:
             ],
         }
 
+    def _queued(self) -> int:
+        """Delivered and not yet handed to the application (in the queue, or in a sink)."""
+        queued = len(self._queue)
+        sink = self._sink
+        if sink is not self._queue:
+            size = getattr(sink, "__len__", None)
+            if size is not None:
+                queued += int(size())
+        return queued
+
     def __repr__(self) -> str:
         return (
             f"<Reader {self.topic}/{self.channel} {self._state.value} "
@@ -847,22 +968,26 @@ class Reader:
 
 
 class _MessageIterator:
-    """``async for`` over a Reader's queue; records the consuming task for graceful close."""
+    """``async for`` over a Reader's queue. Records the task that iterates (on its first step
+    and whenever it waits for a batch, never per message): a graceful close waits for what it
+    holds only while it can still answer."""
 
-    __slots__ = ("_items", "_queue", "_reader")
+    __slots__ = ("_items", "_queue", "_reader", "_started")
 
     def __init__(self, reader: Reader) -> None:
         self._reader = reader
         self._queue = reader._queue
         self._items = reader._queue._items  # the deque itself: no call per message
+        self._started = False
 
     def __aiter__(self) -> _MessageIterator:
         return self
 
     async def __anext__(self) -> Message:
-        reader = self._reader
-        if reader._consumer_task is None:
-            reader._consumer_task = asyncio.current_task()
+        if not self._started:
+            self._started = True
+            reader = self._reader
+            _hold(reader._holders)
             if reader._state is ReaderState.NEW:
                 await reader.start()
         items = self._items
@@ -870,12 +995,26 @@ class _MessageIterator:
             if items:
                 msg = items.popleft()
             else:
+                _hold(self._reader._holders)
                 try:
                     msg = await self._queue.get()
                 except QueueClosed:
                     raise StopAsyncIteration from None
             if not msg._responded:
                 return msg
+
+
+def _hold(holders: set[asyncio.Task[Any]]) -> None:
+    """Record the current task as one that holds messages (until it is done)."""
+    task = asyncio.current_task()
+    if task is not None and task not in holders:
+        holders.add(task)
+        task.add_done_callback(holders.discard)
+        _ITERATING.set(task)
+
+
+def _always() -> bool:
+    return True
 
 
 def _forget(tasks: dict[Address, asyncio.Task[None]], addr: Address, _task: object) -> None:

@@ -143,6 +143,13 @@ class ThreadSink:
         self._responders: dict[Any, ThreadResponder] = {}
         self.split = max(1, split)
         self._closed = False
+        # messages in the queue (``stats()["queued"]``): added on the loop, taken by threads;
+        # counted per batch under a lock, since ``+=`` from two threads could lose updates
+        self._queued = 0
+        self._count_lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self._queued
 
     # -- loop side (MessageSink) --
 
@@ -151,11 +158,8 @@ class ThreadSink:
             return
         conn = messages[0]._responder
         responder = self._responders.get(conn)
-        if responder is None:
+        if responder is None:  # the Reader calls forget() when a connection dies
             responder = self._responders[conn] = ThreadResponder(conn, self._batcher)
-            if len(self._responders) > 64:  # forget responders of connections that died
-                for old in [c for c in self._responders if c.state is _CLOSED_STATE]:
-                    del self._responders[old]
         for msg in messages:
             if msg._responder is conn:
                 msg._responder = responder
@@ -165,6 +169,8 @@ class ThreadSink:
                 if resp is None:
                     resp = self._responders[other] = ThreadResponder(other, self._batcher)
                 msg._responder = resp
+        with self._count_lock:
+            self._queued += len(messages)
         put = self._queue.async_q.put_nowait
         split = self.split
         if split > 1 and len(messages) > 1:
@@ -173,6 +179,11 @@ class ThreadSink:
                 put(messages[start : start + size])
         else:
             put(messages)
+
+    def forget(self, conn: Any) -> None:
+        """On the loop: ``conn`` died; drop its responder (its queued batches are dropped when
+        taken, and messages still in a thread's hand keep their own reference)."""
+        self._responders.pop(conn, None)
 
     def flush(self) -> None:
         """On the loop: apply every response threads have queued so far (graceful close)."""
@@ -185,6 +196,8 @@ class ThreadSink:
             try:
                 taken.extend(get())
             except (janus.AsyncQueueEmpty, janus.AsyncQueueShutDown):
+                with self._count_lock:
+                    self._queued -= len(taken)
                 return taken
 
     def close(self) -> None:
@@ -209,6 +222,8 @@ class ThreadSink:
                 raise Empty from None
             except janus.SyncQueueShutDown:
                 raise ClosedError("the reader is closed") from None
+            with self._count_lock:
+                self._queued -= len(batch)
             responder = batch[0]._responder
             if not isinstance(responder, ThreadResponder) or responder.conn.state is not (
                 _CLOSED_STATE

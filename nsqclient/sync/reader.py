@@ -4,7 +4,9 @@ The core Reader runs on the loop thread and delivers into a :class:`~.bridge.Thr
 class takes whole batches from it and hands messages out one by one, so a thread pays one wake-up
 per batch. ``msg.fin()``/``req()``/``touch()`` work from any thread without blocking. Leaving the
 ``with`` block (normally, by ``break``, by an exception or by Ctrl-C) drains like
-``graceful_close``: nothing delivered is left to nsqd's timeout.
+``graceful_close``: nothing delivered is left to nsqd's timeout. ``run()`` in the main thread
+treats SIGTERM (what ``docker stop``, systemd and Kubernetes send) like Ctrl-C, and
+``stop_on_signals()`` does the same for a ``for msg in reader`` loop.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..aio.connection import ConnectionState
 from ..aio.delivery import HandlerRunner
+from ..aio.signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
 from ..config import Config
 from ..errors import ClosedError, ConfigError, NSQError
 from ..message import Message
@@ -78,9 +81,11 @@ class SyncReader:
         self._stopping = threading.Event()
         self._stopping_flag = False  # mirrors _stopping for the iteration fast path
         self._closed = False
+        self._stop_signals: StopSignals | None = None
         # The core Reader is built on the loop thread on first use (start, iteration, run);
-        # building one here checks the addresses and options in the caller's thread, at once.
-        _validate(self)
+        # building one here checks the addresses and options in the caller's thread, at once
+        # (and stands in for it in stats() if this SyncReader is closed before first use).
+        self._reader = _validate(self)
         self._close_claim = threading.Lock()
         self._generation = -1  # != portal.fork_generation: attach on first use
 
@@ -167,15 +172,19 @@ class SyncReader:
         self._closed = True
         self._stopping_flag = True
         self._stopping.set()
+        if self._generation == -1:  # never used: nothing to close but the stand-in's state
+            self._reader._close_unstarted()
+            self._restore_signals()
         return self._generation == portal.fork_generation  # else: the parent's, untouched
 
     def graceful_close(self, timeout: float | None = None) -> None:
         """RDY 0, let handlers finish what they hold (bounded by ``timeout``, default
         ``close_timeout``), REQ everything else unanswered, CLS, close.
 
-        Messages already handed to the closing thread itself, when it is the only thread
-        iterating, are requeued at once (it cannot be handling anything else). Called from a
-        ``run()`` handler, this only asks ``run()`` to stop (which then closes).
+        The wait is only for those who can still answer: ``run()``'s handlers, and threads
+        that iterated and are still alive (other than the closing thread itself, which cannot be
+        handling anything else). What a thread that has exited took is requeued at once. Called
+        from a ``run()`` handler, this only asks ``run()`` to stop (which then closes).
         """
         if threading.current_thread() in self._workers:
             self.stop()  # a handler cannot wait for handlers to finish
@@ -193,18 +202,22 @@ class SyncReader:
                 self._portal.call(_call(self._reader.set_max_in_flight, 0), _CONTROL_TIMEOUT)
                 for thread in workers:
                     thread.join(max(0.0, deadline - time.monotonic()))
-            # nothing left in a thread's hand but (maybe) the closer's own: requeue at once
-            in_hand = not self._live_workers() and set(self._live_iterators()) <= {
-                threading.get_ident()
-            }
+            closer = threading.get_ident()
+
+            def holders() -> bool:  # asked on the loop while the close waits
+                return bool(self._live_workers()) or any(
+                    ident != closer for ident in self._live_iterators()
+                )
+
             remaining = max(0.0, deadline - time.monotonic())
             self._life.exit(
-                lambda: self._reader.graceful_close(remaining, requeue_in_hand=in_hand),
+                lambda: self._reader.graceful_close(remaining, holders=holders),
                 remaining + 10 + _GRACE,
             )
         finally:
             unregister_open(self)
             self._portal.release()
+            self._restore_signals()
 
     def close(self) -> None:
         """Close at once (best-effort REQ of everything unanswered)."""
@@ -217,6 +230,7 @@ class SyncReader:
         finally:
             unregister_open(self)
             self._portal.release()
+            self._restore_signals()
 
     async def _abort(self) -> None:
         await self._reader.close()
@@ -313,6 +327,8 @@ class SyncReader:
             except ClosedError:
                 return None
             local.extend(batch)
+            if self._stopping_flag:  # stopped while waiting: the close hands the batch back
+                return None
             while True:
                 try:
                     msg = local.popleft()
@@ -331,12 +347,15 @@ class SyncReader:
         timeout: float | None = None,
         auto_touch: bool = False,
         auto_touch_max: float | None = None,
+        stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS,
     ) -> None:
         """Call ``handler(msg)`` on ``threads`` worker threads until stopped, closed or
         interrupted, then close gracefully.
 
         Returning FINs the message (``False`` REQs it, as in pynsq); raising REQs it with
         backoff. Blocks the calling thread; Ctrl-C closes gracefully and re-raises.
+        In the main thread, SIGTERM (or each of ``stop_signals``; ``()`` turns this off) stops
+        the same way and ``run()`` returns; the previous handlers are restored on return.
         ``timeout`` (seconds) stops after that long. ``auto_touch=True`` keeps messages alive
         with TOUCH while a handler runs, for at most ``auto_touch_max`` seconds.
         """
@@ -353,6 +372,10 @@ class SyncReader:
         if self._live_workers():
             raise NSQError("run() is already running on this SyncReader")
         self._sink.split = threads
+        installed = None
+        if stop_signals and self._stop_signals is None and _in_main_thread():
+            installed = self._stop_signals = StopSignals(stop_signals, self._on_stop_signal)
+            installed.install()
         if auto_touch:
             self._portal.call(
                 _call(self._reader.enable_auto_touch, True, auto_touch_max), _CONTROL_TIMEOUT
@@ -378,7 +401,11 @@ class SyncReader:
                 if not self._live_workers():
                     break
         finally:
-            self.graceful_close()
+            try:
+                self.graceful_close()
+            finally:
+                if installed is not None and self._stop_signals is installed:
+                    self._restore_signals()
 
     def _work(self, runner: HandlerRunner) -> None:
         # Workers share one deque (thread-safe appends and pops): a slow handler never sits on
@@ -422,6 +449,42 @@ class SyncReader:
         self._stopping_flag = True
         self._stopping.set()
 
+    def stop_on_signals(self, *signals: int) -> None:
+        """Stop on SIGTERM (or the ``signals`` given) as :meth:`stop` does: a
+        ``for msg in reader`` loop ends after the message in hand, and leaving the ``with``
+        block closes gracefully (nothing left in flight at nsqd). ``run()`` does this by itself.
+
+        Call it from the main thread (where Python delivers signals); the previous handlers
+        are restored when this reader closes.
+        """
+        if self._closed:
+            raise ClosedError("this SyncReader was closed; create a new one")
+        self._restore_signals()
+        stop = StopSignals(signals or DEFAULT_STOP_SIGNALS, self._on_stop_signal)
+        stop.install()  # ConfigError off the main thread
+        self._stop_signals = stop
+
+    def _on_stop_signal(self, signum: int) -> None:
+        # runs in the main thread between two bytecodes, possibly while that very thread holds
+        # the stop Event's lock: set the flag here, the Event from the loop thread
+        if self._stopping_flag:
+            return
+        self._stopping_flag = True
+        log.info("%s received: stopping %s/%s", signal_name(signum), self.topic, self.channel)
+        portal_ = getattr(self, "_portal", None)
+        if portal_ is not None:
+            try:
+                portal_.loop.call_soon_threadsafe(self._stopping.set)
+                return
+            except (RuntimeError, ClosedError):  # the loop is gone: nothing waits on the Event
+                pass
+        self._stopping.set()
+
+    def _restore_signals(self) -> None:
+        stop, self._stop_signals = self._stop_signals, None
+        if stop is not None:
+            stop.restore()
+
     # ------------------------------------------------------------------ control and sharing
 
     def set_max_in_flight(self, max_in_flight: int) -> None:
@@ -448,10 +511,22 @@ class SyncReader:
 
     def stats(self) -> dict[str, Any]:
         """The core Reader's counters, plus ``local_buffered``: taken from the bridge and not
-        yet handed to an iterating thread."""
-        self._check()
-        result: dict[str, Any] = self._portal.call(_call(self._reader.stats), _CONTROL_TIMEOUT)
-        result["local_buffered"] = len(self._local)
+        yet handed to an iterating thread. ``queued`` counts every message delivered and not
+        yet handed to the application (in the bridge, buffered here, or in ``run()``'s work
+        queue). Works after close too (the last counters)."""
+        if not self._closed:
+            self._check()
+        reader = self._reader
+        if reader.is_closed or self._generation != portal.fork_generation:
+            result = reader.stats()  # nothing changes it any more: read it here
+        else:
+            try:
+                result = self._portal.call(_call(reader.stats), _CONTROL_TIMEOUT)
+            except ClosedError:  # closed meanwhile and the loop has stopped
+                result = reader.stats()
+        local = len(self._local)
+        result["local_buffered"] = local
+        result["queued"] += local + len(self._work_queue)
         return result
 
     @property
@@ -462,10 +537,14 @@ class SyncReader:
         return f"<SyncReader {self.topic}/{self.channel} {'closed' if self._closed else 'open'}>"
 
 
-def _validate(sync: SyncReader) -> None:
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _validate(sync: SyncReader) -> Reader:
     from ..aio.reader import Reader
 
-    Reader(
+    return Reader(
         sync.topic,
         sync.channel,
         nsqd_tcp_addresses=sync._nsqd,

@@ -42,6 +42,9 @@ HOST = "127.0.0.1"
 """Every daemon listens on, and advertises, this address."""
 
 REPO_BIN_DIR = Path(__file__).resolve().parents[2] / "test_service" / ".bin"
+#: only in a source checkout (the wheel does not ship test_service/)
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "test_service" / "build_nsq.sh"
+NSQ_RELEASES = "https://github.com/nsqio/nsq/releases"
 POLL_INTERVAL = 0.02  # seconds between readiness probes
 _ADDRESS_IN_USE = "address already in use"
 
@@ -53,10 +56,16 @@ class NsqBinaryNotFound(RuntimeError):
         self.name = name
         self.searched = list(searched)
         where = "; ".join(self.searched)
+        if BUILD_SCRIPT.is_file():  # a source checkout of nsqclient
+            build = "build them with `bash test_service/build_nsq.sh` (needs Go), or "
+        else:
+            build = ""
         super().__init__(
-            f"NSQ binary {name!r} not found (looked in: {where}). Build nsqd/nsqlookupd v1.3.0 "
-            "with `bash test_service/build_nsq.sh` (needs Go), or set NSQ_BIN_DIR to a folder "
-            "holding prebuilt nsqd and nsqlookupd binaries."
+            f"NSQ binary {name!r} not found (looked in: {where}). To test against real NSQ, "
+            f"{build}install nsqd and nsqlookupd v1.3.0 (release archives at {NSQ_RELEASES} "
+            "hold them in bin/) and put them on PATH or set NSQ_BIN_DIR to their folder. "
+            "Or use the embedded NSQ server, which needs no binaries: pytest "
+            "--nsq-backend=embedded, or NSQCLIENT_BACKEND=embedded."
         )
 
 

@@ -232,6 +232,20 @@ def test_missing_binary_says_how_to_build(no_binaries: Path) -> None:
         NsqdProcess()
 
 
+def test_missing_binary_tells_an_installed_user_what_to_install_or_set(
+    no_binaries: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The wheel has no test_service/: the message must not send its users there."""
+    monkeypatch.setattr(_process, "BUILD_SCRIPT", tmp_path / "not-shipped" / "build_nsq.sh")
+    with pytest.raises(NsqBinaryNotFound) as info:
+        find_nsq_binary("nsqd")
+    message = str(info.value)
+    assert "build_nsq.sh" not in message
+    for hint in ("nsqd and nsqlookupd v1.3.0", _process.NSQ_RELEASES, "PATH", "NSQ_BIN_DIR"):
+        assert hint in message
+    assert "--nsq-backend=embedded" in message and "NSQCLIENT_BACKEND=embedded" in message
+
+
 def test_nsq_bin_dir_comes_first(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     real = find_nsq_binary("nsqlookupd")
     (tmp_path / "nsqlookupd").symlink_to(real)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from nsqclient.testing import _process
 from nsqclient.testing.daemons import find_nsq_binary
 
 pytestmark = pytest.mark.timeout(120)
@@ -142,9 +143,15 @@ def test_real_backend_with_nsq_bin_dir(tmp_path: Path) -> None:
 
 
 def test_auto_picks_real_binaries_when_found(tmp_path: Path) -> None:
-    """Inside this repository ``test_service/.bin`` holds the binaries, so auto means real."""
+    """Auto means real wherever the lookup finds the binaries: in this repository's
+    ``test_service/.bin`` (a user's shell needs nothing set), or only through the NSQ_BIN_DIR
+    this suite runs with (which the user's environment must then keep)."""
     project = make_project(tmp_path / "proj")
-    check(run_pytest(project, user_env(EXPECTED_BACKEND="real"), "-k", "published"), passed=1)
+    env = user_env(EXPECTED_BACKEND="real")
+    found = find_nsq_binary("nsqd").parent
+    if found != _process.REPO_BIN_DIR:
+        env["NSQ_BIN_DIR"] = str(found)
+    check(run_pytest(project, env, "-k", "published"), passed=1)
 
 
 def test_forced_real_without_binaries_fails_with_how_to_build(tmp_path: Path) -> None:
@@ -158,8 +165,13 @@ def test_forced_real_without_binaries_fails_with_how_to_build(tmp_path: Path) ->
         "@pytest.fixture(autouse=True)\n"
         "def _no_repo_binaries(monkeypatch):\n"
         f"    monkeypatch.setattr(_process, 'REPO_BIN_DIR', _process.Path({str(empty)!r}))\n"
+        # as installed from the wheel, which has no test_service/build_nsq.sh
+        f"    monkeypatch.setattr(_process, 'BUILD_SCRIPT', _process.Path({str(empty)!r}))\n"
     )
     env = user_env(EXPECTED_BACKEND="real", NSQ_BIN_DIR=str(empty), PATH=str(empty))
     result = run_pytest(project, env, "--nsq-backend=real", "-k", "published")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "1 error" in result.stdout and "NSQ binary 'nsqd' not found" in result.stdout
+    # what an installed user can do: install or point at binaries, or go embedded
+    assert "build_nsq.sh" not in result.stdout
+    assert "NSQ_BIN_DIR" in result.stdout and "--nsq-backend=embedded" in result.stdout

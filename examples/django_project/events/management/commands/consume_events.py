@@ -4,8 +4,9 @@
     python manage.py consume_events --count 100     # stop after 100 messages
     python manage.py consume_events --idle-timeout 5
 
-Each message is FIN'd after it was handled. Ctrl-C (or any error) leaves the ``with`` block,
-which hands every unfinished message back to nsqd at once.
+Each message is FIN'd after it was handled. Ctrl-C, SIGTERM (``docker stop``, systemd,
+Kubernetes) or any error leaves the ``with`` block after the message in hand, which hands every
+unfinished message back to nsqd at once.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Command(BaseCommand):
             nsqd_tcp_addresses=settings.NSQD_TCP_ADDRESSES,
             max_in_flight=options["max_in_flight"],
         ) as reader:
+            reader.stop_on_signals()  # SIGTERM: finish the message in hand, then leave
             while not count or consumed < count:
                 msg = reader.get(timeout=options["idle_timeout"])
                 if msg is None:
