@@ -393,9 +393,9 @@ class Connection(asyncio.Protocol):
         """
         pending = self._pending
         if event is CLOSE_WAIT and pending:
-            waiter = self._close_wait
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
+            close_wait = self._close_wait
+            if close_wait is not None and not close_wait.done():
+                close_wait.set_result(None)
             future = pending.popleft()[0]
             self._waiting_since = self._last_read
             if not future.done():  # else the caller gave up; the reply still used its slot
