@@ -279,11 +279,11 @@ class HttpServer:
             raise _BadRequest
         lines: list[str] = []
         size = len(request_line)
-        while line := _strip_eol(await reader.readuntil(b"\n")):
-            size += len(line)
+        while raw := _strip_eol(await reader.readuntil(b"\n")):
+            size += len(raw)
             if size > _MAX_HEADER:
                 raise asyncio.LimitOverrunError("request header too large", size)
-            lines.append(line.decode("latin-1"))
+            lines.append(raw.decode("latin-1"))
         headers: dict[str, str] = {}
         for line in lines:
             name, sep, value = line.partition(":")
