@@ -11,6 +11,7 @@ never an acknowledgement.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -176,59 +177,51 @@ async def test_damage_on_one_connection_leaves_the_others_alone(
 
 # A jammed Reader sends no NOP either, so nsqd may time it out (EOF) just before we do.
 _JAMMED = (TimeoutError, type(None))
+#: each damage toward the Reader, in turn, and what the dropped connection must have died of
+READER_DAMAGE: list[tuple[str, Callable[[FaultProxy], object], Any]] = [
+    ("size+1000", lambda p: p.change_frame_size(1_000, "message"), _JAMMED),
+    ("junk", lambda p: p.inject_bytes(b"\x00\x00\x00\x09\x00\x00\x00\x05junk!"), ProtocolError),
+    ("unsolicited json", lambda p: p.inject_frame(0, b'{"surprise":1}'), ProtocolError),
+    ("too large", lambda p: p.change_frame_size(10**8, "message"), FrameTooLargeError),
+]
 
 
-@pytest.mark.parametrize(
-    ("damage", "why"),
-    [
-        pytest.param(lambda p: p.change_frame_size(1_000, "message"), _JAMMED, id="size+1000"),
-        pytest.param(
-            lambda p: p.inject_bytes(b"\x00\x00\x00\x09\x00\x00\x00\x05junk!"),
-            ProtocolError,
-            id="junk",
-        ),
-        pytest.param(
-            lambda p: p.inject_frame(0, b'{"surprise":1}'), ProtocolError, id="unsolicited-json"
-        ),
-        pytest.param(
-            lambda p: p.change_frame_size(10**8, "message"), FrameTooLargeError, id="too-large"
-        ),
-    ],
-)
-async def test_reader_replaces_a_damaged_connection_and_finishes_everything(
-    nsqd_factory: Any,
-    nsq_fault_proxy_factory: ProxyFactory,
-    stats: Stats,
-    damage: Any,
-    why: type[BaseException] | tuple[type[object], ...],
+async def test_reader_replaces_damaged_connections_and_finishes_everything(
+    nsqd_factory: Any, nsq_fault_proxy_factory: ProxyFactory, stats: Stats
 ) -> None:
+    """Each damage in turn on the live connection: dropped with the right error, replaced,
+    consumption goes on; in the end every message is finished (the ones in flight on a dropped
+    connection come back after nsqd's --msg-timeout) and RDY never exceeded max_in_flight."""
     nsqd = nsqd_factory(extra_args=NSQD_FAST_REDELIVERY)
     proxy = nsq_fault_proxy_factory(nsqd)
     topic, channel = unique(), unique("c")
-    bodies = [b"%d" % i for i in range(40)]
+    bodies = [b"%d" % i for i in range(400)]
     got: set[bytes] = set()
+    count = [0]
     reader = Reader(
         topic, channel, nsqd_tcp_addresses=[proxy.address], max_in_flight=5, **FAST_CLIENT
     )
 
     async def handler(msg: Any) -> None:
+        await asyncio.sleep(0.005)  # slow enough that frames are still coming when damaged
         got.add(msg.body)
-        await asyncio.sleep(0.02)  # slow enough that frames are still coming when damaged
+        count[0] += 1
 
     reader.set_message_handler(handler)
     try:
         await reader.start()
-        await wait_for(lambda: reader.connections and reader.connections[0].is_open)
-        first = reader.connections[0]
         async with Writer([nsqd.tcp_address]) as writer:
             await writer.mpub(topic, bodies)
-        await wait_for(lambda: got, what="the first delivery")
-        damage(proxy)
-        await wait_for(lambda: not first.is_open, what="the damaged connection to drop")
-        assert isinstance(first.close_exception, why), first.close_exception
-        await wait_replaced(lambda: reader.connections, first)
+        for name, damage, why in READER_DAMAGE:
+            target = count[0] + 5
+            await wait_for(lambda t=target: count[0] >= t, what=f"deliveries before {name}")
+            first = next(c for c in reader.connections if c.is_open)
+            damage(proxy)
+            await wait_for(lambda c=first: not c.is_open, what=f"the {name} connection to drop")
+            assert isinstance(first.close_exception, why), (name, first.close_exception)
+            await wait_replaced(lambda: reader.connections, first, what=f"a new one after {name}")
+            assert all(c.rdy <= 5 for c in reader.connections)
         await wait_for(lambda: got == set(bodies), what="every message, after redelivery")
         await wait_all_finished(nsqd, topic, channel)
-        assert all(c.rdy <= 5 for c in reader.connections)
     finally:
         await reader.graceful_close()

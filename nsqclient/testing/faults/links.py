@@ -40,6 +40,17 @@ class Side(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.reading = True
+        self.eof_sent = False  # write_eof() was called: nothing more may be written
+
+    @property
+    def writable(self) -> bool:
+        transport = self.transport
+        return (
+            transport is not None
+            and not self.closed
+            and not self.eof_sent
+            and not transport.is_closing()
+        )
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -79,8 +90,8 @@ class Side(asyncio.Protocol):
                 transport.pause_reading()
 
     def write(self, data: bytes) -> None:
-        if self.transport is not None and not self.closed and data:
-            self.transport.write(data)
+        if data and self.writable:
+            self.transport.write(data)  # type: ignore[union-attr]
 
     def close(self, rst: bool = False) -> None:
         transport = self.transport
@@ -215,7 +226,8 @@ class Pipe:
         if not queue and self.eof:
             self.eof = False
             transport = self.dst.transport
-            if transport is not None and not self.dst.closed and transport.can_write_eof():
+            if self.dst.writable and transport is not None and transport.can_write_eof():
+                self.dst.eof_sent = True
                 transport.write_eof()
         self.update_reading()
 

@@ -382,6 +382,8 @@ class FaultProxy:
             for link in self._links.values():
                 cursor = link.down.cursor
                 assert cursor is not None
+                if not link.client.writable:
+                    continue
                 if cursor.opaque:
                     self._count.frame_ops_skipped += 1
                     continue
@@ -425,6 +427,8 @@ class FaultProxy:
             for link in self._links.values():
                 cursor = link.down.cursor
                 assert cursor is not None
+                if not link.client.writable:
+                    continue  # closing: nothing more reaches that client
                 if cursor.opaque:
                     self._count.frame_ops_skipped += 1
                     continue
