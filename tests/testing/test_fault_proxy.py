@@ -356,3 +356,24 @@ def test_threaded_proxy_from_blocking_code() -> None:
         server.close()
     listener.close()
     assert proxy.connections == 0
+
+
+async def test_heal_undoes_every_fault_at_once(proxy: FaultProxy, upstream: Upstream) -> None:
+    reader, writer = await connect(proxy)
+    writer.write(b"  V2")
+    await upstream.wait_received(4)
+    proxy.stall()
+    proxy.slow(up=10)
+    proxy.drop(100, "up")
+    proxy.drop_next_frame()
+    proxy.refuse()
+    with pytest.raises(ConnectionRefusedError):
+        await connect(proxy)
+    proxy.heal()
+    writer.write(b"healed")
+    assert await upstream.wait_received(10) == b"  V2healed"  # full speed, nothing dropped
+    upstream.writers[0].write(encode_response(b"OK"))
+    assert await read_exactly(reader, 10) == encode_response(b"OK")  # no frame dropped
+    _r2, w2 = await asyncio.wait_for(connect(proxy), DEADLINE)  # accepting again
+    w2.close()
+    writer.close()
