@@ -24,6 +24,7 @@ import dataclasses
 import json
 import logging
 import os
+import resource
 import struct
 import sys
 import threading
@@ -113,13 +114,23 @@ class _Ledger:
 
     def missing(self) -> int:
         """Acknowledged ids never consumed."""
-        total = 0
+        return self.audit()[0]
+
+    def audit(self) -> tuple[int, int, int]:
+        """(acknowledged but never consumed, consumed though its publish raised, deliveries
+        beyond the first): the first must be 0; the others are at-least-once at work."""
+        missing = unacked = extra = 0
         for source in (_ASYNC, _SYNC):
             acked, seen = self.acked[source], self.seen[source]
             for i in range(self.next[source]):
-                if acked[i] and not seen[i]:
-                    total += 1
-        return total
+                n = seen[i]
+                if not n:
+                    missing += acked[i]
+                    continue
+                extra += n - 1
+                if not acked[i]:
+                    unacked += 1
+        return missing, unacked, extra
 
 
 def _touched(n: int) -> bytearray:
@@ -269,6 +280,8 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
         proxy.stop()
         if own is not None:
             await asyncio.to_thread(own.stop)
+    _missing, delivered_unacked, redelivered = ledger.audit()
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
     half = [s for s in samples if s.t >= settings.duration / 2]
     growth = (samples[-1].rss_mib - half[0].rss_mib) if half else 0.0
     result = {
@@ -280,6 +293,9 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
         "consumed": ledger.consumed,
         "publish_errors": ledger.errors,
         "missing_acknowledged": missing,
+        "delivered_though_publish_raised": delivered_unacked,
+        "redelivered": redelivered,
+        "client_cpu_seconds": round(cpu.ru_utime + cpu.ru_stime, 1),
         "left_in_flight": in_flight,
         "left_queued": depth,
         "cuts": samples[-1].cuts if samples else 0,
