@@ -165,8 +165,10 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
             start_nsqd, settings.backend, extra_args=["--msg-timeout=10s"]
         )
         tcp, http = own.tcp_address, own.http_address
+        nsqd_kind = "embedded" if type(own).__name__.startswith("Threaded") else "real nsqd"
     else:
         tcp, http = settings.nsqd_tcp, settings.nsqd_http
+        nsqd_kind = "given"
     topic = settings.topic or f"soak-{uuid.uuid4().hex[:8]}"
     channel = "soak"
     capacity = int((settings.rate + settings.sync_rate) * (settings.duration + 60) * 1.2) + 10_000
@@ -307,7 +309,8 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
         "rss_growth_limit_mib": settings.rss_growth_limit_mib,
     }
     return {
-        "settings": dataclasses.asdict(settings) | {"topic": topic, "nsqd_tcp": tcp},
+        "settings": dataclasses.asdict(settings)
+        | {"topic": topic, "nsqd_tcp": tcp, "nsqd_http": http, "nsqd": nsqd_kind},
         "machine": {
             "cpus": os.cpu_count(),
             "loadavg_start": [round(x, 2) for x in load_start],
