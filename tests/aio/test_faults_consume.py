@@ -129,7 +129,7 @@ async def run_faults(
     ("mode", "steps"),
     [
         ("handler", ["cut (FIN)", "cut (RST)", "stall", "slow", "refuse"]),
-        ("async for", ["cut (RST)", "stall"]),
+        ("async for", ["cut (RST)", "stall", "slow", "cut (FIN)", "refuse"]),
     ],
 )
 async def test_reader_consumes_through_network_faults(

@@ -3,8 +3,9 @@
 SyncWriter: three publishing threads (PUB, MPUB, DPUB) through cuts (FIN, RST), a stall longer
 than ``publish_timeout`` and refused connections; every call returns or raises within its
 timeout plus a margin, and a drain finds every acknowledged message, nothing acknowledged twice
-and nothing nobody published. SyncReader: consumption resumes after a cut and after a stall
-(detected after two heartbeat intervals), everything is finished, nothing left in flight.
+and nothing nobody published. SyncReader: consumption resumes after a cut, a stall (detected
+after two heartbeat intervals) and refusals, carries on over a slow link on the same
+connection; everything is finished, nothing left in flight.
 Closing either while the link is stalled finishes within its bound.
 """
 
@@ -140,7 +141,7 @@ def test_sync_writer_publishes_through_network_faults(
     ledger.check(stored)
 
 
-def test_sync_reader_consumes_through_a_cut_and_a_stall(
+def test_sync_reader_consumes_through_a_cut_a_stall_refusals_and_a_slow_link(
     nsqd_factory: Any, nsq_fault_proxy_factory: Any
 ) -> None:
     nsqd = nsqd_factory(extra_args=["--msg-timeout=2s"])
@@ -169,21 +170,34 @@ def test_sync_reader_consumes_through_a_cut_and_a_stall(
             worker = threading.Thread(target=consume, daemon=True)
             worker.start()
             try:
-                for n, step in enumerate(["cut (RST)", "stall"], start=2):
+                for n, step in enumerate(["cut (RST)", "stall", "refuse"], start=2):
                     target = count[0] + 20
                     wait_for(lambda t=target: count[0] >= t, what=f"messages before the {step}")
                     # a stall of the open connection only: its replacement must get through
                     with proxy.stall() if step == "stall" else fault(proxy, step):
                         start = time.monotonic()
+                        if step == "refuse":
+                            time.sleep(1.0)  # how long connections are refused
+                        else:
+                            wait_for(
+                                lambda n=n: proxy.counters().connections_accepted >= n,
+                                what=f"a new connection after the {step}",
+                            )
+                    if step == "refuse":  # accepted again: the reader must come back soon
+                        start = time.monotonic()
                         wait_for(
                             lambda n=n: proxy.counters().connections_accepted >= n,
-                            what=f"a new connection after the {step}",
+                            what="a new connection after the refusals",
                         )
-                        took = time.monotonic() - start
+                    took = time.monotonic() - start
                     bound = (2.0 + MARGIN) if step == "stall" else 3.0
                     assert took < bound, f"{step}: the connection was replaced after {took:.2f}s"
                     resumed = count[0]
                     wait_for(lambda r=resumed: count[0] > r, what=f"messages after the {step}")
+                with proxy.slow(down=20_000, up=20_000):  # slow is not dead: no replacement
+                    target = count[0] + 30
+                    wait_for(lambda t=target: count[0] >= t, what="messages over a slow link")
+                assert proxy.counters().connections_accepted == 4
                 writer.mpub(topic, bodies[200:])
                 wait_for(lambda: handled >= set(bodies), 25, what="every message handled")
                 wait_for(
