@@ -11,9 +11,12 @@ error frame fails exactly the command it answers; the three non-fatal response e
 other error closes the connection and fails everything still pending on it.
 
 Liveness: one timer per connection ticks a few times a second. It declares the connection dead
-when nothing was read for two heartbeat intervals, when writes stayed paused longer than
-``write_timeout``, and fails pending requests whose deadline passed, so no per-request timer is
-ever created.
+when no complete frame was decoded for two heartbeat intervals (bytes alone do not count: a
+damaged size field leaves a partial frame that heartbeats keep growing but never complete, so a
+frame must complete within that bound), when the oldest pending request is past its deadline and
+nothing was answered for ``publish_timeout`` (replies come in order: nothing behind it can be
+answered either), and when writes stayed paused longer than ``write_timeout``. It also fails
+pending requests whose deadline passed, so no per-request timer is ever created.
 """
 
 from __future__ import annotations
@@ -171,7 +174,10 @@ class Connection(asyncio.Protocol):
         self._closed_future: asyncio.Future[None] | None = None
         self._close_wait: asyncio.Future[None] | None = None
         self._ticker: asyncio.TimerHandle | None = None
-        self._last_read = 0.0
+        self._last_read = 0.0  # when the last complete frame was decoded (after the handshake)
+        #: since when the oldest pending request has waited: its send, or the previous reply
+        self._waiting_since = 0.0
+        self._stuck_after = config.seconds("publish_timeout")
         self._write_paused_at: float | None = None
         self._paused_buffer_size = 0
         self._drain_waiters: list[asyncio.Future[None]] = []
@@ -316,8 +322,8 @@ class Connection(asyncio.Protocol):
         self._last_read = self._loop.time()
 
     def data_received(self, data: bytes) -> None:
-        self._last_read = self._loop.time()  # type: ignore[union-attr]
         if self._handshaking:
+            self._last_read = self._loop.time()  # type: ignore[union-attr]
             self._hs_raw.append(data)
             waiter = self._hs_waiter
             if waiter is not None and not waiter.done():
@@ -331,7 +337,9 @@ class Connection(asyncio.Protocol):
             log.error("nsqd %s: %s; closing the connection", self.address, exc)
             self.abort(exc)
             return
-        self._dispatch(events)
+        if events:
+            self._last_read = self._loop.time()  # type: ignore[union-attr]
+            self._dispatch(events)
 
     def _dispatch(self, events: list[Event]) -> None:
         if not events:
@@ -349,6 +357,7 @@ class Connection(asyncio.Protocol):
                 messages.append(event)
             elif event is OK and pending:  # a publish acknowledged: the PUB hot path
                 future = pending.popleft()[0]
+                self._waiting_since = self._last_read
                 if not future.done():
                     future.set_result(b"OK")
             elif event is HEARTBEAT:
@@ -378,19 +387,31 @@ class Connection(asyncio.Protocol):
         owner.on_messages(self, messages)
 
     def _on_response(self, event: Response) -> None:
-        if event is CLOSE_WAIT:
-            waiter = self._close_wait
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
-        if self._pending:
-            future = self._pending.popleft()[0]
+        """After the handshake the only replies are ``OK`` (handled in ``_dispatch``) and
+        ``CLOSE_WAIT`` (to CLS). Anything else, or a reply with nothing pending, is a damaged or
+        foreign stream: taking it as an acknowledgement could confirm a publish nsqd never got.
+        """
+        pending = self._pending
+        if event is CLOSE_WAIT and pending:
+            close_wait = self._close_wait
+            if close_wait is not None and not close_wait.done():
+                close_wait.set_result(None)
+            future = pending.popleft()[0]
+            self._waiting_since = self._last_read
             if not future.done():  # else the caller gave up; the reply still used its slot
                 future.set_result(event.data)
             return
-        log.error(
-            "nsqd %s: response %r with no command pending; closing", self.address, event.data[:40]
+        expected = "an acknowledgement (OK)" if pending else "no reply (nothing was pending)"
+        error = ProtocolError(
+            f"nsqd {self.address} sent response {event.data[:40]!r} where {expected} was "
+            "expected; the connection is dropped (a pending command may or may not have been "
+            "applied)"
         )
-        self.abort(ProtocolError(f"unexpected response {event.data[:40]!r} from {self.address}"))
+        log.error("%s", error)
+        waiter = pending.popleft()[0] if pending else None
+        self.abort(error)
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(error)
 
     def _on_error_frame(self, frame: ErrorFrame) -> None:
         error = frame.to_exception(self.address)
@@ -404,6 +425,7 @@ class Connection(asyncio.Protocol):
         log.debug("nsqd %s: %s", self.address, error)
         pending = self._pending
         waiter = pending.popleft()[0] if pending else None
+        self._waiting_since = self._last_read
         # nsqd executes a connection's commands in order and stops at the fatal one: what was
         # pipelined behind it never ran, so it can go again on another connection, at most once
         unexecuted = [item for item in pending if not item[0].done()]
@@ -566,6 +588,8 @@ class Connection(asyncio.Protocol):
                 self._next_deadline = deadline
         else:
             deadline = float("inf")
+        if not self._pending:
+            self._waiting_since = loop.time()
         self._pending.append((waiter, deadline, data))
         self._write(data)
 
@@ -621,6 +645,8 @@ class Connection(asyncio.Protocol):
         self.rdy = 0
         deadline = self._loop.time() + timeout
         self._next_deadline = min(self._next_deadline, deadline)
+        if not self._pending:
+            self._waiting_since = self._loop.time()
         self._pending.append((self._loop.create_future(), deadline, b""))
         self._write(commands.cls())
         try:
@@ -686,7 +712,8 @@ class Connection(asyncio.Protocol):
         if self.state is ConnectionState.CLOSED:
             return
         now = loop.time()
-        if self._heartbeats_off and not self._pending:
+        pending = self._pending
+        if self._heartbeats_off and not pending and not self._decoder.buffered:
             self._last_read = now  # no heartbeats and no reply awaited: silence is expected
         elif now - self._last_read > self._dead_after:
             why = (
@@ -694,10 +721,21 @@ class Connection(asyncio.Protocol):
                 if self._heartbeats_off
                 else "(two heartbeat intervals)"
             )
+            partial = self._decoder.buffered
             self.abort(
                 NSQTimeoutError(
-                    f"no data from nsqd for {now - self._last_read:.1f}s {why}; "
-                    "treating the connection as dead",
+                    f"no complete frame from nsqd for {now - self._last_read:.1f}s {why}"
+                    + (f", {partial} bytes of an unfinished frame buffered" if partial else "")
+                    + "; treating the connection as dead",
+                    address=self.address,
+                )
+            )
+            return
+        if pending and pending[0][1] <= now and now - self._waiting_since >= self._stuck_after:
+            self.abort(
+                NSQTimeoutError(
+                    f"nsqd answered nothing for {now - self._waiting_since:.1f}s while "
+                    "commands were pending (publish_timeout); treating the connection as dead",
                     address=self.address,
                 )
             )

@@ -1,4 +1,5 @@
-"""``nsqclient-benchmark`` / ``python -m nsqclient.benchmark``: ``run`` (default) or ``compare``."""
+"""``nsqclient-benchmark`` / ``python -m nsqclient.benchmark``: ``run`` (default), ``compare``
+or ``soak``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .compare import main as compare_main
 
         return compare_main(args[1:])
+    if args and args[0] == "soak":
+        from .soak import main as soak_main
+
+        return soak_main(args[1:])
     if args and args[0] == "run":
         args = args[1:]
     from .run_cli import main as run_main

@@ -11,7 +11,7 @@ from .results import ScenarioResult
 if TYPE_CHECKING:
     from .compare_report import PairResult
 
-__all__ = ["matplotlib_available", "write_chart", "write_compare_chart"]
+__all__ = ["matplotlib_available", "write_chart", "write_compare_chart", "write_soak_chart"]
 
 
 def matplotlib_available() -> bool:
@@ -124,4 +124,42 @@ def write_compare_chart(path: str | Path, pairs: Sequence[PairResult], title: st
         )
         ax.tick_params(axis="y", labelsize=8)
     axes[-1, 0].set_xlabel("messages / s, median of the repeats (bar: min-max; red = errors)")
+    _save(fig, path, title, dpi=100)
+
+
+def write_soak_chart(path: str | Path, report: dict[str, Any]) -> None:
+    """The soak's samples: RSS over time, and publish/consume rates with the cuts marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    samples = report["samples"]
+    settings = report["settings"]
+    t = [s["t"] / 60 for s in samples]
+    fig: Any
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
+    ax1.plot(t, [s["rss_mib"] for s in samples], marker="o", color="tab:purple")
+    ax1.set_ylabel("RSS, MiB")
+    ax1.set_ylim(bottom=0)
+    ax1.grid(alpha=0.3)
+    ax2.plot(t[1:], [s["publish_rate"] for s in samples[1:]], marker="o", label="acknowledged/s")
+    ax2.plot(t[1:], [s["consume_rate"] for s in samples[1:]], marker="x", label="consumed/s")
+    cut_every = float(settings["cut_every"])
+    cut = cut_every
+    while cut < float(settings["duration"]):
+        ax2.axvline(cut / 60, color="0.85", linewidth=0.8, zorder=0)
+        cut += cut_every
+    ax2.set_ylabel("messages / s (sample mean)")
+    ax2.set_xlabel("minutes (grey lines: every connection cut)")
+    top = max([s["publish_rate"] for s in samples] + [s["consume_rate"] for s in samples] + [1])
+    ax2.set_ylim(0, top * 1.15)
+    ax2.grid(alpha=0.3)
+    ax2.legend(loc="lower right")
+    result = report["result"]
+    title = (
+        f"nsqclient soak: {result['acked']:,} acknowledged, {result['missing_acknowledged']} "
+        f"missing, {result['cuts']} cuts; RSS {result['rss_start_mib']:.0f} -> "
+        f"{result['rss_end_mib']:.0f} MiB"
+    )
     _save(fig, path, title, dpi=100)

@@ -6,6 +6,7 @@
 * Embedded ones (pure Python, no binaries): :class:`EmbeddedNsqd`, :class:`EmbeddedLookupd` on
   your asyncio loop; :class:`ThreadedEmbeddedNsqd`, :class:`ThreadedEmbeddedLookupd`,
   :class:`ThreadedEmbeddedCluster` on a loop thread of their own, with the real ones' API.
+* Network faults between a client and any nsqd: :class:`FaultProxy` (:mod:`.faults`).
 * Either: :func:`start_nsqd`, :func:`start_lookupd`, :func:`start_cluster` with a backend of
   ``"real"``, ``"embedded"`` or ``"auto"`` (:mod:`.backends`).
 * The pytest plugin (:mod:`.plugin`, loaded automatically once nsqclient is installed):
@@ -47,11 +48,15 @@ if TYPE_CHECKING:
         ThreadedEmbeddedLookupd,
         ThreadedEmbeddedNsqd,
     )
+    from .faults import Fault, FaultCounters, FaultProxy
 
 __all__ = [
     "BACKEND_ENV",
     "EmbeddedLookupd",
     "EmbeddedNsqd",
+    "Fault",
+    "FaultCounters",
+    "FaultProxy",
     "LookupdServer",
     "NsqBinaryNotFound",
     "NsqCluster",
@@ -105,6 +110,7 @@ _WHERE = {
         ),
         ".embedded",
     ),
+    **dict.fromkeys(("Fault", "FaultCounters", "FaultProxy"), ".faults"),
 }
 
 

@@ -13,7 +13,10 @@ Fixtures (each stops what it started, even when the test fails):
 * ``nsqlookupd``: one nsqlookupd;
 * ``nsq_cluster``: a lookupd and two nsqd registered with it (``.lookupd``, ``.nsqds``,
   ``.nsqd_tcp_addresses``, ``.nsqd_http_addresses``);
-* ``nsq_backend``: ``"real"`` or ``"embedded"``, the backend those fixtures use.
+* ``nsq_backend``: ``"real"`` or ``"embedded"``, the backend those fixtures use;
+* ``nsq_fault_proxy``: a :class:`~nsqclient.testing.FaultProxy` (on its own thread) in front of
+  ``nsqd``: give clients ``nsq_fault_proxy.address``; ``nsq_fault_proxy_factory(upstream)``
+  starts more, in front of any nsqd (an object with ``.tcp_address``, or ``"host:port"``).
 
 Backend: real nsqd/nsqlookupd binaries when they can be found (``$NSQ_BIN_DIR``, ``nsqd`` on
 ``$PATH``, or ``test_service/.bin`` inside nsqclient's repository), else the embedded in-process
@@ -32,8 +35,17 @@ import pytest
 
 if TYPE_CHECKING:
     from .backends import ClusterServer, LookupdServer, NsqdServer, Server
+    from .faults import FaultProxy
 
-__all__ = ["nsq_backend", "nsq_cluster", "nsqd", "nsqd_factory", "nsqlookupd"]
+__all__ = [
+    "nsq_backend",
+    "nsq_cluster",
+    "nsq_fault_proxy",
+    "nsq_fault_proxy_factory",
+    "nsqd",
+    "nsqd_factory",
+    "nsqlookupd",
+]
 
 OPTION = "--nsq-backend"
 LOG_LINES = 200
@@ -195,6 +207,34 @@ def nsq_cluster(nsq_backend: str) -> Iterator[ClusterServer]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def nsq_fault_proxy_factory() -> Iterator[Callable[..., FaultProxy]]:
+    """``nsq_fault_proxy_factory(upstream)``: a started FaultProxy (on a thread of its own) in
+    front of ``upstream``: anything with ``.tcp_address`` (an nsqd fixture) or ``"host:port"``."""
+    from .faults import FaultProxy
+
+    started: list[FaultProxy] = []
+
+    def make(upstream: Any, **kwargs: Any) -> FaultProxy:
+        address = getattr(upstream, "tcp_address", upstream)
+        proxy = FaultProxy(address, **kwargs).start_in_thread()
+        started.append(proxy)
+        return proxy
+
+    try:
+        yield make
+    finally:
+        stop_all(started)
+
+
+@pytest.fixture
+def nsq_fault_proxy(
+    nsqd: NsqdServer, nsq_fault_proxy_factory: Callable[..., FaultProxy]
+) -> FaultProxy:
+    """A FaultProxy in front of the ``nsqd`` fixture: connect clients to its ``.address``."""
+    return nsq_fault_proxy_factory(nsqd)
 
 
 def stop_all(servers: list[Any]) -> None:

@@ -4,6 +4,7 @@ be equal. Steps build on each other (create, publish, stats, pause, empty, delet
 
 from __future__ import annotations
 
+import socket
 import struct
 from collections.abc import Iterator
 from typing import Any
@@ -231,3 +232,30 @@ async def test_keep_alive_serves_many_requests_on_one_connection(
             assert response.status_code == 200 and response.text == "OK"
     stats = embedded.stats("h_keepalive")
     assert stats["topics"][0]["message_count"] == 50
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        pytest.param(b"  V2IDENTIFY\n" + struct.pack(">i", 2) + b"{}", id="tcp-handshake"),
+        pytest.param(b"  V2PUB t\n", id="tcp-command"),
+        pytest.param(b"GET\r\n\r\n", id="short-request-line"),
+    ],
+)
+def test_tcp_protocol_on_the_http_port_gets_400_and_a_close(
+    pair: tuple[NsqdProcess, ThreadedEmbeddedNsqd], wrong: bytes
+) -> None:
+    """A client pointed at the HTTP port by mistake hears at once (as from Go's net/http),
+    rather than waiting for its own timeout."""
+    answers = []
+    for server in pair:
+        host, _, port = server.http_address.rpartition(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(wrong)
+            data = b""
+            while chunk := sock.recv(4096):  # until the server closes (the timeout fails it)
+                data += chunk
+        answers.append(data)
+    real, embedded = answers
+    assert real.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert embedded == real

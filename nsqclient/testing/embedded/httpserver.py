@@ -267,16 +267,25 @@ class HttpServer:
     async def _read_request(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote: str
     ) -> tuple[Request, bool]:
-        head = await reader.readuntil(b"\r\n\r\n")
-        lines = head[:-4].decode("latin-1").split("\r\n")
+        # The request line is judged as soon as it is complete, as Go's net/http does: a client
+        # speaking nsqd's TCP protocol here ("  V2IDENTIFY\n...") gets 400 and a close at once
+        # instead of a silent wait for a blank line that never comes.
+        request_line = _strip_eol(await reader.readuntil(b"\n")).decode("latin-1")
         try:
-            method, target, version = lines[0].split(" ")
+            method, target, version = request_line.split(" ")
         except ValueError:
             raise _BadRequest from None
-        if not version.startswith("HTTP/1."):
+        if not method or not version.startswith("HTTP/1."):
             raise _BadRequest
+        lines: list[str] = []
+        size = len(request_line)
+        while raw := _strip_eol(await reader.readuntil(b"\n")):
+            size += len(raw)
+            if size > _MAX_HEADER:
+                raise asyncio.LimitOverrunError("request header too large", size)
+            lines.append(raw.decode("latin-1"))
         headers: dict[str, str] = {}
-        for line in lines[1:]:
+        for line in lines:
             name, sep, value = line.partition(":")
             if not sep or not name or name != name.strip():
                 raise _BadRequest
@@ -329,6 +338,11 @@ class HttpServer:
             if total > self.body_limit:
                 return b"".join(parts), False
             await reader.readexactly(2)
+
+
+def _strip_eol(line: bytes) -> bytes:
+    """A line without its ``\n`` or ``\r\n`` (Go's textproto accepts either)."""
+    return line[:-2] if line.endswith(b"\r\n") else line[:-1]
 
 
 def _serialize(request: Request, response: Response, keep_alive: bool) -> bytes:

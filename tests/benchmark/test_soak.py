@@ -1,0 +1,42 @@
+"""The soak benchmark, short: ``nsqclient-benchmark soak`` for 30 s against real nsqd with a cut
+every 5 s, through its command line (JSON and chart written). Correctness only: every
+acknowledged message consumed, nothing left in flight or queued; no timing or RSS assertion
+(the RSS bound is for the long run, on a quiet machine)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nsqclient.benchmark.__main__ import main
+
+pytestmark = pytest.mark.timeout(150)
+
+
+def test_soak_30s_through_cuts_loses_nothing_acknowledged(
+    nsqd_factory: Any, tmp_path: Path
+) -> None:
+    nsqd = nsqd_factory(extra_args=["--msg-timeout=5s"])
+    out, chart = tmp_path / "soak.json", tmp_path / "soak.png"
+    code = main(
+        [
+            "soak",
+            *("--duration", "30", "--cut-every", "5", "--sample-every", "5"),
+            *("--rate", "400", "--sync-rate", "100", "--rss-growth-limit", "1000"),
+            *("--nsqd-tcp", nsqd.tcp_address, "--nsqd-http", nsqd.http_address),
+            *("--json", str(out), "--chart", str(chart), "--quiet"),
+        ]
+    )
+    report = json.loads(out.read_text())
+    result = report["result"]
+    assert code == 0, result
+    assert result["ok"] and result["missing_acknowledged"] == 0
+    assert result["left_in_flight"] == 0 and result["left_queued"] == 0
+    assert result["cuts"] == 5 and result["connections_cut"] >= 5
+    assert result["connections_accepted"] >= 4 + 5  # four clients, and reconnects after cuts
+    assert result["acked"] > 0 and result["consumed"] >= result["acked"]
+    assert len(report["samples"]) == 7  # t=0 and every 5 s
+    assert chart.stat().st_size > 0
