@@ -13,7 +13,6 @@ from mkdocs.structure.files import File, Files
 
 PENDING = {
     "service.md": ("Running as a service", "signal handling (`stop_on_signals()`)"),
-    "cli.md": ("Command line", "the `nsqclient` command"),
 }
 
 
