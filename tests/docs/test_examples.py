@@ -6,7 +6,8 @@ Each ```` ```python ```` block of the pages below is one test. Conventions for w
   nsqd ``127.0.0.1:4250`` (HTTP ``:4251``), nsqlookupd ``127.0.0.1:4160`` (HTTP ``:4161``). The
   test replaces them with the addresses of a cluster it started (embedded server: two nsqd
   registered with one nsqlookupd), so a block runs as a reader would run it against
-  ``test_service/start.sh``'s cluster.
+  ``test_service/start.sh``'s cluster. ``host="127.0.0.1", port=4150`` (asyncnsq's
+  ``create_writer`` style) is rewritten too.
 * A block must finish by itself (consume what it published, then ``break``), in seconds.
   Top-level ``await`` is allowed (the block then runs in ``asyncio.run``); ``__name__`` is
   ``"__main__"``. Every topic is deleted after each block, so blocks do not see each other's
@@ -152,9 +153,12 @@ class Site:
             "lookupd_http": self.cluster.lookupd.http_address,
         }
         self.substitutions = {_DEFAULTS[k]: actual[k] for k in _DEFAULTS}
+        host, port = actual["nsqd1_tcp"].rsplit(":", 1)
+        self.substitutions['host="127.0.0.1", port=4150'] = f'host="{host}", port={port}'
 
     def localise(self, source: str) -> str:
-        pattern = re.compile("|".join(re.escape(a) for a in self.substitutions))
+        longest_first = sorted(self.substitutions, key=len, reverse=True)
+        pattern = re.compile("|".join(re.escape(a) for a in longest_first))
         return pattern.sub(lambda m: self.substitutions[m.group(0)], source)
 
     def delete_topics(self) -> None:
