@@ -325,6 +325,7 @@ class Config:
 
     @property
     def auth_secret_bytes(self) -> bytes | None:
+        """``auth_secret`` as sent on the wire (a ``str`` is UTF-8 encoded)."""
         secret = self.auth_secret
         return secret.encode() if isinstance(secret, str) else secret
 

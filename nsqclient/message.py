@@ -127,6 +127,7 @@ class Message:
 
     @property
     def auto_response(self) -> bool:
+        """False once ``disable_auto_response()`` was called: the handler's return is ignored."""
         return self._auto
 
     @property
