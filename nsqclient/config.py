@@ -90,7 +90,13 @@ _WIRE_DURATIONS = ("heartbeat_interval", "output_buffer_timeout", "msg_timeout")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Config:
-    """Options shared by Reader and Writer. Unknown names are refused with a suggestion."""
+    """Options shared by Readers and Writers of both faces, validated when created.
+
+    Durations are milliseconds (or ``datetime.timedelta``); sizes are bytes. Readers and Writers
+    take the fields as keyword arguments too, through :meth:`from_options`, which refuses an
+    unknown name with ``ConfigError`` and a suggestion. Frozen: :meth:`replace` makes a changed,
+    re-validated copy. Raises ``ConfigError`` for any value out of range or inconsistent.
+    """
 
     # -- identity and IDENTIFY (sent to nsqd; ranges checked by IdentifyOptions) --
     client_id: str | None = None
