@@ -90,64 +90,141 @@ _WIRE_DURATIONS = ("heartbeat_interval", "output_buffer_timeout", "msg_timeout")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Config:
-    """Options shared by Reader and Writer. Unknown names are refused with a suggestion."""
+    """Options shared by Readers and Writers of both faces, validated when created.
+
+    Durations are milliseconds (or ``datetime.timedelta``); sizes are bytes. Readers and Writers
+    take the fields as keyword arguments too, through :meth:`from_options`, which refuses an
+    unknown name with ``ConfigError`` and a suggestion. Frozen: :meth:`replace` makes a changed,
+    re-validated copy. Raises ``ConfigError`` for any value out of range or inconsistent.
+    """
 
     # -- identity and IDENTIFY (sent to nsqd; ranges checked by IdentifyOptions) --
     client_id: str | None = None
+    """Shown in nsqd's ``/stats`` and nsqadmin; default: the short host name (go-nsq's)."""
     hostname: str | None = None
+    """Shown in nsqd's ``/stats``; default: the full host name."""
     user_agent: str | None = None
+    """Shown in nsqd's ``/stats``; default: ``nsqclient/<version>``."""
     feature_negotiation: bool = True
+    """Ask for nsqd's JSON IDENTIFY reply. Needed for TLS, compression and AUTH, and to learn
+    nsqd's ``max_rdy_count`` and ``msg_timeout``; turn off only for very old servers."""
     heartbeat_interval: Duration = 30_000
-    output_buffer_size: int = 0  # 0: nsqd's --output-buffer-size default (16 KiB)
-    output_buffer_timeout: Duration = 0  # 0: nsqd's --output-buffer-timeout (250 ms)
+    """How often nsqd sends a heartbeat; two missed ones mark the connection dead. Shorter finds a
+    dead link sooner at the cost of more idle traffic. ``-1`` disables them (Writers only: nsqd
+    refuses SUB without heartbeats), ``0`` takes nsqd's default."""
+    output_buffer_size: int = 0
+    """Bytes nsqd buffers before writing deliveries to this client (``0``: nsqd's own, 16 KiB;
+    ``-1``: unbuffered). Larger saves nsqd system calls under load; smaller lowers latency."""
+    output_buffer_timeout: Duration = 0
+    """Longest time nsqd holds buffered deliveries (``0``: nsqd's own, 250 ms; ``-1``: no timed
+    flush). Lower means lower delivery latency and more CPU on nsqd."""
     sample_rate: int = 0
+    """Percent of the channel's messages nsqd delivers to this client (``0``: all of them)."""
     msg_timeout: Duration = 0
+    """How long a delivered message may stay unanswered before nsqd redelivers it (``0``: nsqd's
+    ``--msg-timeout``, 60 s by default). Longer suits slow handlers; a crashed consumer's
+    messages then wait longer before anyone else gets them."""
 
     # -- TLS, compression, auth --
     tls_v1: bool = False
+    """Negotiate TLS. The certificate and host name are verified (system CAs unless
+    ``tls_ca_file``); nsqd must be started with ``--tls-cert``/``--tls-key``."""
     tls_ca_file: str | None = None
+    """PEM file of the CA that signed nsqd's certificate (a private CA)."""
     tls_cert_file: str | None = None
+    """Client certificate (PEM) for nsqd's ``--tls-client-auth-policy``; needs ``tls_key_file``."""
     tls_key_file: str | None = None
+    """Private key (PEM) of ``tls_cert_file``."""
     tls_insecure_skip_verify: bool = False
+    """Accept any certificate. Development only: it defeats TLS against an active attacker."""
     tls_server_hostname: str | None = None
+    """The name to verify nsqd's certificate against, when it is not the address's host."""
     tls_min_version: str | None = None
+    """Lowest TLS version accepted, e.g. ``"TLSv1.2"`` or ``"TLSv1.3"`` (default: Python's)."""
     tls_context: ssl.SSLContext | None = None
+    """A ready ``ssl.SSLContext``, for anything the options above do not cover."""
     snappy: bool = False
+    """Snappy-compress the connection: cheap on CPU, good for text and JSON bodies."""
     deflate: bool = False
+    """Deflate-compress the connection: smaller than snappy, more CPU. Not with ``snappy``."""
     deflate_level: int = 6
+    """Deflate level, 1 (fast) to 9 (small); ``0`` takes nsqd's default (6)."""
     auth_secret: str | bytes | None = None
+    """Sent with AUTH when nsqd has ``--auth-http-address``; use TLS too, or it crosses in clear."""
 
     # -- transport --
     dial_timeout: Duration = 1_000
+    """Time allowed for the TCP connect (and the TLS handshake) to one nsqd. Values below 100 are
+    refused as probable seconds."""
     read_timeout: Duration = 60_000
+    """Time allowed for a reply to a command (IDENTIFY, SUB, AUTH, CLS) and, with heartbeats off,
+    the read deadline of a connection."""
     write_timeout: Duration = 1_000
+    """How long nsqd may read nothing of what this client sends before the connection is closed
+    as stuck."""
     reconnect_delay: Duration = 1_000
+    """First delay before reconnecting to an nsqd that went away; doubles (jittered) after each
+    failure, up to ``max_reconnect_delay``."""
     max_reconnect_delay: Duration = 60_000
+    """Cap of the reconnect delay. Lower finds a restarted nsqd sooner, with more attempts
+    meanwhile."""
 
     # -- sizes (bytes); match your nsqd's --max-msg-size / --max-body-size --
     max_msg_size: int = 1_048_576
+    """Largest message body published; larger ones raise ``MessageTooLargeError`` before anything
+    is sent. Set it to nsqd's ``--max-msg-size`` (a Writer also learns it from nsqd's refusal)."""
     max_body_size: int = 5_242_880
+    """Largest MPUB body (all messages plus framing); set it to nsqd's ``--max-body-size``."""
     max_frame_size: int | None = None
+    """Largest frame accepted from nsqd before the connection is closed as broken (default: the
+    larger of the two sizes above plus 64)."""
 
     # -- consumer --
     max_in_flight: int = 1
+    """Messages a Reader may hold unanswered at once, **across all nsqd**: the RDY budget.
+    Higher means more throughput and more messages redelivered if the process dies."""
     max_attempts: int = 5
+    """Deliveries after which a message is given up: FIN'd and handed to ``on_giving_up``
+    (``0``: never give up). Lower stops poison messages sooner."""
     lookupd_poll_interval: Duration = 60_000
+    """How often a Reader or Writer asks nsqlookupd which nsqd carry the topic. Shorter finds new
+    nsqd sooner, with more queries."""
     lookupd_poll_jitter: float = 0.3
+    """Fraction of the poll interval added at random, so many consumers do not poll in step."""
     lookupd_poll_timeout: Duration = 60_000
+    """Time allowed for one lookupd HTTP query."""
     default_requeue_delay: Duration = 90_000
+    """REQ delay when a handler fails: this times the message's attempts, capped by
+    ``max_requeue_delay``. Longer gives a failing dependency time to recover."""
     max_requeue_delay: Duration = 900_000
+    """Cap of the automatic REQ delay (nsqd refuses more than its ``--max-req-timeout``)."""
     backoff_strategy: BackoffStrategy = "exponential"
+    """How backoff windows grow: ``"exponential"`` (multiplier * 2^level) or ``"full_jitter"``
+    (a random window up to that)."""
     backoff_multiplier: Duration = 1_000
+    """Unit of the backoff window after handler failures (``0`` disables backoff)."""
     max_backoff_duration: Duration = 120_000
+    """Longest backoff window (``0`` disables backoff). Longer protects a struggling dependency,
+    at the cost of a slower recovery."""
     low_rdy_idle_timeout: Duration = 10_000
+    """With more nsqd than ``max_in_flight``: a connection idle this long gives its RDY up to
+    one that waits."""
     low_rdy_timeout: Duration = 30_000
+    """With more nsqd than ``max_in_flight``: a connection holding RDY this long gives it up even
+    when busy, so no nsqd starves."""
     rdy_redistribute_interval: Duration = 5_000
+    """How often RDY is moved between connections in that case."""
     close_timeout: Duration = 30_000
+    """Default of ``graceful_close()``: how long running handlers get to finish (Reader) or
+    outstanding publishes to be acknowledged (Writer) before the rest is requeued or fails."""
 
     # -- producer --
     publish_timeout: Duration = 10_000
+    """Longest time a publish may take from the call to nsqd's acknowledgement, waiting for a
+    connection included; then it raises. Values below 100 are refused as probable seconds."""
     max_pending_publishes: int = 8_192
+    """Publishes a Writer keeps unacknowledged before callers wait (backpressure). Higher absorbs
+    bursts; lower bounds memory and what is in doubt when a connection drops."""
 
     def __post_init__(self) -> None:
         for name, least in _SECONDS_LIKELY_BELOW.items():
@@ -254,6 +331,7 @@ class Config:
 
     @property
     def auth_secret_bytes(self) -> bytes | None:
+        """``auth_secret`` as sent on the wire (a ``str`` is UTF-8 encoded)."""
         secret = self.auth_secret
         return secret.encode() if isinstance(secret, str) else secret
 

@@ -50,6 +50,11 @@ class Message:
     ``id`` is the 16-byte hex id nsqd assigned (as bytes, the way FIN/REQ/TOUCH take it), ``body``
     the payload, ``timestamp`` nanoseconds since the epoch when it was first published, and
     ``attempts`` how many times nsqd has delivered it on this channel, this delivery included.
+
+    Answer each message once with :meth:`fin` or :meth:`req` (the first answer wins, later ones
+    do nothing); :meth:`touch` as often as needed before that. None of them blocks or waits for
+    nsqd. A message from :class:`nsqclient.sync.SyncReader` may be answered from any thread; one
+    from :class:`nsqclient.aio.Reader` on that Reader's event loop only.
     """
 
     __slots__ = ("_auto", "_responded", "_responder", "attempts", "body", "id", "timestamp")
@@ -127,6 +132,7 @@ class Message:
 
     @property
     def auto_response(self) -> bool:
+        """False once ``disable_auto_response()`` was called: the handler's return is ignored."""
         return self._auto
 
     @property

@@ -87,6 +87,9 @@ pytest_args=("$@")
 
 step ruff "$bin/ruff" check nsqclient tests test_service
 step mypy "$bin/mypy"
+docs_site="$(mktemp -d)"
+step docs env NO_MKDOCS_2_WARNING=1 "$bin/mkdocs" build --strict --site-dir "$docs_site"
+rm -rf "$docs_site"
 step pytest "$bin/python" -m pytest "$@"
 
 # -- the second Python -----------------------------------------------------------------------------
