@@ -23,7 +23,7 @@ step() { # step NAME COMMAND...
     fi
 }
 
-step ruff "$bin/ruff" check nsqclient tests test_service
+step ruff "$bin/ruff" check nsqclient tests test_service benchmarks
 step mypy "$bin/mypy"
 step pytest "$bin/python" -m pytest "$@"
 

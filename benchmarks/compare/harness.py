@@ -1,4 +1,4 @@
-"""``nsqclient-benchmark compare``: the same scenarios for nsqclient and peer clients.
+"""``python -m benchmarks.compare``: the same scenarios for nsqclient and peer clients.
 
 Rules (also in BENCHMARKS.md):
 
@@ -31,10 +31,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .compare_report import PairResult, compare_markdown, run_errors, summarize_runs
-from .nsqd_admin import NsqdAdmin
-from .params import Params
-from .results import dump_json, machine_info, write_text
+from nsqclient.benchmark.nsqd_admin import NsqdAdmin
+from nsqclient.benchmark.params import Params
+from nsqclient.benchmark.results import dump_json, machine_info, write_text
+
+from .report import PairResult, compare_markdown, run_errors, summarize_runs
 
 __all__ = [
     "CLIENTS",
@@ -48,9 +49,11 @@ __all__ = [
 ]
 
 DRIVERS_DIR = Path(__file__).resolve().parent / "drivers"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # harness.py -> compare -> benchmarks -> checkout
 DEFAULT_PEERS_DIR = REPO_ROOT / "test_service" / ".peers"
 DEFAULT_GOBENCH = REPO_ROOT / "test_service" / ".gobench" / "gobench"
+CHECKOUT_BIN_DIR = REPO_ROOT / "test_service" / ".bin"
+"""nsqd for the fresh daemons, unless ``NSQ_BIN_DIR`` names another folder."""
 MEM_QUEUE_SIZE = 10_000_000
 #: nsqd's shortest allowed flush interval; clients that send their own value are set to the same
 #: (see BENCHMARKS.md), so no client's end time is rounded up to nsqd's 250 ms flush tick
@@ -198,7 +201,7 @@ def _driver_args(s: CompareSettings, scenario: str, nsqd_tcp: str, topic: str) -
 
 
 def _verify_published(nsqd_tcp: str, topic: str, messages: int, timeout: float) -> dict[str, Any]:
-    from .scenarios import measure_drain
+    from nsqclient.benchmark.scenarios import measure_drain
 
     p = Params(nsqd_tcp=[nsqd_tcp], topic=topic, channel="verify", messages=messages,
                max_in_flight=1024, timeout=timeout)  # fmt: skip
@@ -290,7 +293,7 @@ def run_scenario_pairs(
     """Every client on one scenario. Each pair has its own fresh nsqd (all started up front,
     idle while not in use); repeats are interleaved (repeat 1 of every client, then repeat 2, in
     a rotating order), so a burst of load elsewhere on the machine hits all clients alike."""
-    from ..testing.daemons import NsqdProcess
+    from nsqclient.testing.daemons import NsqdProcess
 
     pairs = [prepare_pair(s, spec, scenario, listings[spec.name]) for spec in specs]
     active = [(spec, pair) for spec, pair in zip(specs, pairs, strict=True) if pair.status == "ok"]
@@ -417,7 +420,7 @@ def _csv(text: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="nsqclient-benchmark compare",
+        prog="python -m benchmarks.compare",
         description="The same scenarios for nsqclient and peer NSQ clients (see BENCHMARKS.md).",
     )
     parser.add_argument("--clients", type=_csv, default=list(CLIENTS[:2]) + list(PEERS),
@@ -446,12 +449,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--chart", type=Path, help="write a PNG chart here (needs [plot])")
-    parser.add_argument("--title", default="nsqclient-benchmark compare", help="of the chart")
+    parser.add_argument("--title", default="nsqclient compare", help="of the chart")
     parser.add_argument("--quiet", action="store_true")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if CHECKOUT_BIN_DIR.is_dir():
+        os.environ.setdefault("NSQ_BIN_DIR", str(CHECKOUT_BIN_DIR))
     parser = build_parser()
     args = parser.parse_args(argv)
     custom: dict[str, str] = {}
@@ -489,7 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         custom_drivers=custom,
     )
     if args.chart is not None:
-        from .chart import matplotlib_available
+        from nsqclient.benchmark.chart import matplotlib_available
 
         if not matplotlib_available():
             parser.error("--chart needs matplotlib: pip install 'nsqclient[plot]'")
@@ -528,7 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.perf_counter()
     log(
-        f"nsqclient-benchmark compare: {', '.join(settings.clients)} x "
+        f"benchmarks.compare: {', '.join(settings.clients)} x "
         f"{', '.join(settings.scenarios)}, {settings.repeats} repeats, nsqd {' '.join(NSQD_FLAGS)}"
     )
     pairs = run_compare(settings, log)
@@ -542,7 +547,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         dump_json(
             args.json,
             {
-                "tool": "nsqclient-benchmark compare",
+                "tool": "benchmarks.compare",
                 "machine": machine_info(),
                 "settings": settings.as_dict(),
                 "elapsed_s": time.perf_counter() - started,
