@@ -41,7 +41,9 @@ __all__ = [
 HOST = "127.0.0.1"
 """Every daemon listens on, and advertises, this address."""
 
-REPO_BIN_DIR = Path(__file__).resolve().parents[2] / "test_service" / ".bin"
+CHECKOUT_BIN_DIR = Path("test_service") / ".bin"
+"""Where a source checkout of nsqclient keeps the binaries ``test_service/build_nsq.sh`` builds.
+Looked for in the current folder and its parents (never relative to this installed file)."""
 POLL_INTERVAL = 0.02  # seconds between readiness probes
 _ADDRESS_IN_USE = "address already in use"
 
@@ -54,9 +56,9 @@ class NsqBinaryNotFound(RuntimeError):
         self.searched = list(searched)
         where = "; ".join(self.searched)
         super().__init__(
-            f"NSQ binary {name!r} not found (looked in: {where}). Build nsqd/nsqlookupd v1.3.0 "
-            "with `bash test_service/build_nsq.sh` (needs Go), or set NSQ_BIN_DIR to a folder "
-            "holding prebuilt nsqd and nsqlookupd binaries."
+            f"NSQ binary {name!r} not found (looked in: {where}). Set NSQ_BIN_DIR to a folder "
+            "holding nsqd and nsqlookupd v1.3.0, or put them on PATH; in a checkout of "
+            "nsqclient, `bash test_service/build_nsq.sh` builds them (needs Go)."
         )
 
 
@@ -72,10 +74,25 @@ class NsqDaemonError(RuntimeError):
         super().__init__(f"{message}\n--- daemon output ---\n{excerpt}" if excerpt else message)
 
 
-def find_nsq_binary(name: str) -> Path:
-    """Path of the executable ``name``: ``$NSQ_BIN_DIR``, then the repo's build folder, then PATH.
+def checkout_bin_dir() -> Path | None:
+    """``test_service/.bin`` in the current folder or the nearest parent that has one: the
+    binaries of the nsqclient checkout you work in. None outside one."""
+    try:
+        here = Path.cwd().resolve()
+    except OSError:  # the current folder was removed
+        return None
+    for folder in (here, *here.parents):
+        candidate = folder / CHECKOUT_BIN_DIR
+        if candidate.is_dir():
+            return candidate
+    return None
 
-    Raises :class:`NsqBinaryNotFound` (saying how to build the binaries) when none has it.
+
+def find_nsq_binary(name: str) -> Path:
+    """Path of the executable ``name``: ``$NSQ_BIN_DIR``, then a checkout's ``test_service/.bin``
+    (:func:`checkout_bin_dir`), then PATH.
+
+    Raises :class:`NsqBinaryNotFound` (saying where to get the binaries) when none has it.
     """
     searched: list[str] = []
     candidates: list[Path] = []
@@ -83,8 +100,10 @@ def find_nsq_binary(name: str) -> Path:
     if env_dir:
         candidates.append(Path(env_dir) / name)
         searched.append(f"NSQ_BIN_DIR={env_dir}")
-    candidates.append(REPO_BIN_DIR / name)
-    searched.append(str(REPO_BIN_DIR))
+    checkout = checkout_bin_dir()
+    if checkout is not None:
+        candidates.append(checkout / name)
+    searched.append(f"{CHECKOUT_BIN_DIR} in the current folder or above")
     for candidate in candidates:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from nsqclient.benchmark.profiles import PROFILES, resolve_profile
 from nsqclient.benchmark.results import (
     MARKDOWN_COLUMNS,
     ScenarioResult,
+    _source_revision,
     json_report,
     markdown_table,
     result_from_measurement,
@@ -205,3 +207,26 @@ def test_compare_is_not_installed_and_says_where_it_is(
     err = capsys.readouterr().err
     assert "not part of the installed package" in err
     assert "python -m benchmarks.compare" in err
+
+
+def test_source_revision_only_for_a_tracked_package(tmp_path: Path) -> None:
+    """An installed copy inside some other git tree (a virtualenv in a project) is not that
+    tree's commit; the package folder counts only when git tracks it."""
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True, timeout=10)
+    (tmp_path / "README").write_text("x")
+    subprocess.run([*git, "add", "README"], check=True, timeout=10)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True, timeout=10)
+    package = tmp_path / "site-packages" / "nsqclient"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (tmp_path / ".gitignore").write_text("site-packages/\n")
+    assert _source_revision(package) is None
+    (tmp_path / ".gitignore").unlink()
+    subprocess.run([*git, "add", "site-packages"], check=True, timeout=10)
+    subprocess.run([*git, "commit", "-qm", "y"], check=True, timeout=10)
+    head = subprocess.run(
+        [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert _source_revision(package) == head
+    assert _source_revision() is not None  # this checkout (an editable install)
