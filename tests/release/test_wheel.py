@@ -127,7 +127,7 @@ def test_wheel_holds_only_the_package_its_metadata_and_license(installed: Instal
             assert ".parents[" not in source and ".parent.parent" not in source, name
 
 
-def test_metadata_license_and_python_versions(installed: Installed) -> None:
+def test_metadata_license_python_versions_and_sdist(installed: Installed) -> None:
     metadata = zipfile.ZipFile(installed.wheel).read(f"{NAME}.dist-info/METADATA")
     text = metadata.decode()
     assert "License-Expression: MIT" in text and "License-File: LICENSE" in text
@@ -137,6 +137,12 @@ def test_metadata_license_and_python_versions(installed: Installed) -> None:
         license_text = sdist.extractfile(f"{NAME}/LICENSE")
         assert license_text is not None
         assert b"MIT License" in license_text.read()
+        tops = {m.name.removeprefix(f"{NAME}/").split("/")[0] for m in sdist.getmembers()}
+    tops.discard(NAME)
+    assert tops == {
+        "nsqclient", "nsqclient.egg-info", "LICENSE", "README.md", "PKG-INFO", "pyproject.toml",
+        "setup.cfg", "MANIFEST.in",
+    }  # fmt: skip
 
 
 def test_the_installed_package_imports_from_the_virtualenv(installed: Installed) -> None:
