@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from benchmarks.compare.cli import main as compare_main
 from benchmarks.compare.harness import CompareSettings, run_compare
-from benchmarks.compare.harness import main as compare_main
 
 FAKE_DRIVER = Path(__file__).with_name("fake_driver.py")
 

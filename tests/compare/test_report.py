@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.compare.chart import write_compare_chart
-from benchmarks.compare.harness import build_parser as compare_parser
+from benchmarks.compare.cli import build_parser as compare_parser
+from benchmarks.compare.cli import main as compare_main
 from benchmarks.compare.harness import finish_pair, merge_pairs, parse_driver_output
-from benchmarks.compare.harness import main as compare_main
 from benchmarks.compare.report import (
     COMPARE_COLUMNS,
     PairResult,
