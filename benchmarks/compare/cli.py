@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -19,7 +18,6 @@ from .harness import (
     KINDS,
     NSQD_FLAGS,
     PEERS,
-    REPO_ROOT,
     CompareSettings,
     PairResult,
     list_client,
@@ -31,9 +29,6 @@ from .harness import (
 from .report import compare_markdown
 
 __all__ = ["build_parser", "main"]
-
-CHECKOUT_BIN_DIR = REPO_ROOT / "test_service" / ".bin"
-"""nsqd for the fresh daemons, unless ``NSQ_BIN_DIR`` names another folder."""
 
 
 def _write_chart(path: Path, pairs: Sequence[PairResult], title: str) -> None:
@@ -83,8 +78,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if CHECKOUT_BIN_DIR.is_dir():
-        os.environ.setdefault("NSQ_BIN_DIR", str(CHECKOUT_BIN_DIR))
     parser = build_parser()
     args = parser.parse_args(argv)
     custom: dict[str, str] = {}
