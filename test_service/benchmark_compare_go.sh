@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build our go-nsq (v1.1.0) benchmark program and compare it with nsqclient, same scenarios,
-# same harness, same nsqd flags (see BENCHMARKS.md).
+# Build our go-nsq (v1.1.0) benchmark program (benchmarks/compare/gobench) and compare it with
+# nsqclient, same scenarios, same harness, same nsqd flags (see BENCHMARKS.md).
 #
 #   bash test_service/benchmark_compare_go.sh                    # GOMAXPROCS=1
 #   GO_MAX_PROCS=2 bash test_service/benchmark_compare_go.sh --repeats 5
@@ -8,7 +8,7 @@
 # GO_MAX_PROCS (default 1) is passed to the Go program, which calls runtime.GOMAXPROCS with it
 # and reports the effective value in every result. The binary is built through the Go module proxy
 # into test_service/.gobench/ (a folder that ignores itself in git). Extra arguments go to
-# `nsqclient-benchmark compare`; results land in benchmark-results/compare-go-*.{md,json}.
+# `python -m benchmarks.compare`; results land in benchmark-results/compare-go-*.{md,json}.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,7 +27,7 @@ go_bin="$(command -v go || true)"
 mkdir -p "$bin_dir"
 [[ -f "$bin_dir/.gitignore" ]] || echo "*" >"$bin_dir/.gitignore"
 echo "benchmark_compare_go.sh: building gobench with $("$go_bin" version)" >&2
-(cd "$here/gobench" && GOFLAGS="-mod=readonly -buildvcs=false" "$go_bin" build -o "$bin_dir/gobench" .)
+(cd "$repo/benchmarks/compare/gobench" && GOFLAGS="-mod=readonly -buildvcs=false" "$go_bin" build -o "$bin_dir/gobench" .)
 
 bash "$here/build_nsq.sh" >/dev/null # nsqd for the harness's fresh daemons
 
@@ -39,7 +39,8 @@ out="$repo/benchmark-results"
 mkdir -p "$out"
 base="$out/compare-go-gomaxprocs$effective-$stamp"
 status=0
-"$python" -m nsqclient.benchmark compare \
+cd "$repo" # python -m benchmarks.compare imports the checkout's benchmarks/ package
+"$python" -m benchmarks.compare \
     --clients nsqclient-aio,go-nsq \
     --scenarios pub,pub-async,mpub,e2e,drain \
     --gobench "$bin_dir/gobench" \

@@ -85,7 +85,7 @@ newest_python() { # prints the newest CPython >= 3.11 found (path), or nothing
 
 pytest_args=("$@")
 
-step ruff "$bin/ruff" check nsqclient tests test_service
+step ruff "$bin/ruff" check nsqclient tests test_service benchmarks
 step mypy "$bin/mypy"
 docs_site="$(mktemp -d)"
 step docs env NO_MKDOCS_2_WARNING=1 "$bin/mkdocs" build --strict --site-dir "$docs_site"

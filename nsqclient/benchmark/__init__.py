@@ -1,10 +1,11 @@
-"""nsqclient's benchmark: ``nsqclient-benchmark`` (``python -m nsqclient.benchmark``).
+"""nsqclient's benchmark: ``nsqclient-benchmark`` (``python -m nsqclient.benchmark``, ``nsqclient
+bench``).
 
 ``nsqclient-benchmark [--profile quick|pr|stress] ...`` measures every scenario against a
-running cluster (:mod:`.runner`); ``nsqclient-benchmark compare ...`` runs the same core
-scenarios for nsqclient and peer clients, each in its own process and virtualenv, against a fresh
-nsqd per (scenario, client) pair (:mod:`.compare`). Both exit non-zero when any message is lost,
-duplicated, times out or is not recovered. Measurement uses only the public API.
+running cluster (:mod:`.runner`) and exits non-zero when any message is lost, duplicated, times
+out or is not recovered. Measurement uses only the public API; the accounting every result is
+judged by is :mod:`.accounting`. The comparison with other clients (their drivers, the go-nsq
+program, the orchestration) is repository tooling in ``benchmarks/compare``, not installed.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from array import array
 from typing import Any
 
 from ..aio import Message, Reader, Writer
-from .drivers._common import (
+from .accounting import (
     HEADER,
     HEADER_SIZE,
     SequenceTracker,

@@ -9,7 +9,8 @@ from typing import Any
 __all__ = ["Measurement", "Params", "Probe"]
 
 Measurement = dict[str, Any]
-"""The fields a measurement returns, named as in the driver protocol (``drivers/_common.py``):
+"""The fields a measurement returns, named as in the peer comparison's driver protocol
+(``benchmarks/compare/drivers/_common.py`` in the repository):
 ``duration_s``, ``latency_ms``, ``publish_duration_s``, ``received``, ``missing``, ``duplicates``,
 ``publish_errors``, ``fin_errors``, ``timed_out``, ``notes``, plus scenario-specific ``extra``."""
 

@@ -265,26 +265,30 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def _source_revision() -> str | None:
-    """``<commit>[-dirty]`` of the nsqclient checkout being measured, when it is a git tree."""
+def _source_revision(here: Path | None = None) -> str | None:
+    """``<commit>[-dirty]`` of the nsqclient being measured when it runs from a git checkout
+    (an editable install), else None. The package's own folder is asked, and only counts when
+    git tracks it: an installed copy inside some other git tree is not that tree's code."""
     import subprocess
 
-    here = Path(__file__).resolve().parents[1]
+    if here is None:
+        from .. import __file__ as package_init
+
+        here = Path(package_init).resolve().parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(here), *args],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+
     try:
-        commit = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(here), "status", "--porcelain", "--", "."],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
+        git("ls-files", "--error-unmatch", "__init__.py")
+        commit = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--", ".")
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{commit}-dirty" if dirty else commit

@@ -94,8 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nsqclient-benchmark",
         description=(
-            "Benchmark nsqclient against a running NSQ cluster (or run "
-            "`nsqclient-benchmark compare --help` for the peer comparison)."
+            "Benchmark nsqclient against a running NSQ cluster. (The comparison with other "
+            "clients is not part of the package: see `nsqclient-benchmark compare`.)"
         ),
         epilog=(
             "examples (also as `nsqclient bench ...`):\n"

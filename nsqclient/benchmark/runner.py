@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from .drivers._common import peak_rss_kib
+from .accounting import peak_rss_kib
 from .nsqd_admin import NsqdAdmin
 from .params import Measurement, Params
 from .profiles import Profile

@@ -17,7 +17,7 @@ from array import array
 from collections.abc import Awaitable, Callable
 
 from ..aio import Message, Reader, Writer
-from .drivers._common import (
+from .accounting import (
     SequenceTracker,
     body_factory,
     latency_summary,

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..message import Message
 from ..sync import SyncReader, SyncWriter
-from .drivers._common import SequenceTracker, body_factory, latency_summary
+from .accounting import SequenceTracker, body_factory, latency_summary
 from .params import Measurement, Params
 
 __all__ = [

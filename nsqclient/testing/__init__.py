@@ -1,8 +1,8 @@
 """Helpers for testing code that uses nsqclient: real nsqd/nsqlookupd processes, an embedded
 (in-process) nsqd/nsqlookupd, and pytest fixtures for either.
 
-* Real daemons (binaries from ``$NSQ_BIN_DIR``, this repository's ``test_service/.bin`` or
-  ``$PATH``): :class:`NsqdProcess`, :class:`NsqlookupdProcess`, :class:`NsqCluster`.
+* Real daemons (binaries from ``$NSQ_BIN_DIR``, ``test_service/.bin`` of the nsqclient checkout
+  you work in, or ``$PATH``): :class:`NsqdProcess`, :class:`NsqlookupdProcess`, :class:`NsqCluster`.
 * Embedded ones (pure Python, no binaries): :class:`EmbeddedNsqd`, :class:`EmbeddedLookupd` on
   your asyncio loop; :class:`ThreadedEmbeddedNsqd`, :class:`ThreadedEmbeddedLookupd`,
   :class:`ThreadedEmbeddedCluster` on a loop thread of their own, with the real ones' API.

@@ -41,9 +41,11 @@ __all__ = [
 HOST = "127.0.0.1"
 """Every daemon listens on, and advertises, this address."""
 
-REPO_BIN_DIR = Path(__file__).resolve().parents[2] / "test_service" / ".bin"
+CHECKOUT_BIN_DIR = Path("test_service") / ".bin"
+"""Where a source checkout of nsqclient keeps the binaries ``test_service/build_nsq.sh`` builds.
+Looked for in the current folder and its parents (never relative to this installed file)."""
 #: only in a source checkout (the wheel does not ship test_service/)
-BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "test_service" / "build_nsq.sh"
+BUILD_SCRIPT = Path("test_service") / "build_nsq.sh"
 NSQ_RELEASES = "https://github.com/nsqio/nsq/releases"
 POLL_INTERVAL = 0.02  # seconds between readiness probes
 _ADDRESS_IN_USE = "address already in use"
@@ -56,7 +58,7 @@ class NsqBinaryNotFound(RuntimeError):
         self.name = name
         self.searched = list(searched)
         where = "; ".join(self.searched)
-        if BUILD_SCRIPT.is_file():  # a source checkout of nsqclient
+        if _in_checkout(BUILD_SCRIPT):  # working in a source checkout of nsqclient
             build = "build them with `bash test_service/build_nsq.sh` (needs Go), or "
         else:
             build = ""
@@ -81,10 +83,30 @@ class NsqDaemonError(RuntimeError):
         super().__init__(f"{message}\n--- daemon output ---\n{excerpt}" if excerpt else message)
 
 
-def find_nsq_binary(name: str) -> Path:
-    """Path of the executable ``name``: ``$NSQ_BIN_DIR``, then the repo's build folder, then PATH.
+def checkout_bin_dir() -> Path | None:
+    """``test_service/.bin`` in the current folder or the nearest parent that has one: the
+    binaries of the nsqclient checkout you work in. None outside one."""
+    return _in_checkout(CHECKOUT_BIN_DIR)
 
-    Raises :class:`NsqBinaryNotFound` (saying how to build the binaries) when none has it.
+
+def _in_checkout(relative: Path) -> Path | None:
+    """``relative`` in the current folder or the nearest parent that has it, else None."""
+    try:
+        here = Path.cwd().resolve()
+    except OSError:  # the current folder was removed
+        return None
+    for folder in (here, *here.parents):
+        candidate = folder / relative
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def find_nsq_binary(name: str) -> Path:
+    """Path of the executable ``name``: ``$NSQ_BIN_DIR``, then a checkout's ``test_service/.bin``
+    (:func:`checkout_bin_dir`), then PATH.
+
+    Raises :class:`NsqBinaryNotFound` (saying where to get the binaries) when none has it.
     """
     searched: list[str] = []
     candidates: list[Path] = []
@@ -92,8 +114,10 @@ def find_nsq_binary(name: str) -> Path:
     if env_dir:
         candidates.append(Path(env_dir) / name)
         searched.append(f"NSQ_BIN_DIR={env_dir}")
-    candidates.append(REPO_BIN_DIR / name)
-    searched.append(str(REPO_BIN_DIR))
+    checkout = checkout_bin_dir()
+    if checkout is not None:
+        candidates.append(checkout / name)
+    searched.append(f"{CHECKOUT_BIN_DIR} in the current folder or above")
     for candidate in candidates:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate

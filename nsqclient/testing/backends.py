@@ -119,8 +119,8 @@ class ClusterServer(Protocol):
 
 
 def real_binaries_available() -> bool:
-    """Whether ``nsqd`` and ``nsqlookupd`` can be found (``$NSQ_BIN_DIR``, this repository's
-    ``test_service/.bin``, ``$PATH``)."""
+    """Whether ``nsqd`` and ``nsqlookupd`` can be found (``$NSQ_BIN_DIR``, a checkout's
+    ``test_service/.bin`` in the current folder or above, ``$PATH``)."""
     try:
         find_nsq_binary("nsqd")
         find_nsq_binary("nsqlookupd")

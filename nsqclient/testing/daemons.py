@@ -9,10 +9,10 @@ nsqclient's own fixtures (``tests/conftest.py``) are built on it, and so can use
         cluster.nsqds[0].pub("topic", b"hello")
         ... # connect to cluster.nsqd_tcp_addresses or cluster.lookupd.http_address
 
-Binaries are looked up in ``$NSQ_BIN_DIR``, then ``<repo>/test_service/.bin`` (filled by
-``bash test_service/build_nsq.sh``), then ``$PATH``. Every daemon listens on 127.0.0.1 only,
-registers itself with lookupd as ``127.0.0.1``, and is killed when the interpreter exits if the
-test forgot to stop it. Standard library only.
+Binaries are looked up in ``$NSQ_BIN_DIR``, then ``test_service/.bin`` in the current folder or
+a parent (a checkout of nsqclient, filled by ``bash test_service/build_nsq.sh``), then ``$PATH``.
+Every daemon listens on 127.0.0.1 only, registers itself with lookupd as ``127.0.0.1``, and is
+killed when the interpreter exits if the test forgot to stop it. Standard library only.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create one virtualenv per peer NSQ client for `nsqclient-benchmark compare`, idempotently.
+# Create one virtualenv per peer NSQ client for the comparison (`python -m benchmarks.compare`,
+# drivers in benchmarks/compare/drivers/), idempotently.
 #
 #   bash test_service/peers/setup.sh                 # every peer
 #   bash test_service/peers/setup.sh asyncnsq pynsq  # some of them

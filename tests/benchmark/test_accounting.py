@@ -6,8 +6,7 @@ import struct
 
 import pytest
 
-from nsqclient.benchmark.compare_report import PairResult, run_errors, summarize_runs
-from nsqclient.benchmark.drivers._common import (
+from nsqclient.benchmark.accounting import (
     HEADER,
     SequenceTracker,
     body_factory,
@@ -109,52 +108,6 @@ def test_steady_rate() -> None:
     assert steady_mark(1) == 1
     assert steady_rate(990, 10.0, 12.0) == pytest.approx(495.0)
     assert steady_rate(990, 10.0, 0.0) is None
-
-
-def test_summary_is_median_with_min_max_and_sums_errors() -> None:
-    runs = [
-        {"status": "ok", "messages": 1000, "duration_s": 2.0, "cpu_s": 0.2, "max_rss_kib": 10240,
-         "latency_ms": {"p50": 3.0, "p95": 5.0, "p99": 9.0}},
-        {"status": "ok", "messages": 1000, "duration_s": 1.0, "cpu_s": 0.1, "max_rss_kib": 20480,
-         "latency_ms": {"p50": 1.0, "p95": 4.0, "p99": 8.0}, "missing": 2},
-        {"status": "ok", "messages": 1000, "duration_s": 4.0, "cpu_s": 0.4, "max_rss_kib": 5120,
-         "latency_ms": {"p50": 2.0, "p95": 6.0, "p99": 7.0}, "server_errors": 1},
-    ]  # fmt: skip
-    s = summarize_runs(runs, payload_size=1024 * 1024)
-    assert s["msg_s"] == 500.0  # rates 500, 1000, 250
-    assert (s["msg_s_min"], s["msg_s_max"]) == (250.0, 1000.0)
-    assert s["mib_s"] == 500.0
-    assert s["duration_s"] == 2.0
-    assert (s["p50"], s["p95"], s["p99"]) == (2.0, 5.0, 8.0)
-    assert s["cpu_us_per_msg"] == pytest.approx(200.0)
-    assert s["peak_rss_mib"] == 20.0
-    assert s["errors"] == 3
-    assert s["repeats"] == 3
-    assert s["median_run"] == 0  # the run at 500 msg/s
-
-
-def test_summary_of_even_repeats_averages_the_middle_pair() -> None:
-    runs = [{"status": "ok", "messages": 100, "duration_s": d} for d in (1.0, 2.0, 4.0, 5.0)]
-    s = summarize_runs(runs, payload_size=16)
-    assert s["msg_s"] == pytest.approx((50 + 25) / 2)
-
-
-def test_failed_runs_count_as_errors_and_are_left_out_of_rates() -> None:
-    runs = [
-        {"status": "ok", "messages": 100, "duration_s": 1.0},
-        {"status": "error", "messages": 100, "reason": "boom"},
-    ]
-    s = summarize_runs(runs, payload_size=16)
-    assert s["msg_s"] == 100.0 and s["msg_s_min"] == s["msg_s_max"] == 100.0
-    assert s["errors"] == 1
-    assert run_errors({"status": "ok", "timed_out": True, "duplicates": 2}) == 3
-
-
-def test_na_pairs_never_count_as_errors() -> None:
-    na = PairResult(scenario="drain", client="x", status="n/a", reason="not installed")
-    failed = PairResult(scenario="pub", client="x", status="failed", reason="crash")
-    assert na.errors == 0
-    assert failed.errors == 1
 
 
 def _row(**changes: object) -> ScenarioResult:

@@ -5,18 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from nsqclient.benchmark import __main__ as cli
-from nsqclient.benchmark.compare import build_parser as compare_parser
-from nsqclient.benchmark.compare import parse_driver_output
-from nsqclient.benchmark.compare_report import COMPARE_COLUMNS, PairResult, compare_markdown
 from nsqclient.benchmark.profiles import PROFILES, resolve_profile
 from nsqclient.benchmark.results import (
     MARKDOWN_COLUMNS,
     ScenarioResult,
+    _source_revision,
     json_report,
     markdown_table,
     result_from_measurement,
@@ -82,27 +81,6 @@ def test_json_report_keys() -> None:
     }  # fmt: skip
     assert report["results"][1]["errors"] == 1
     json.dumps(report)  # serialisable as is
-
-
-def test_compare_markdown_marks_na_and_shows_median_min_max() -> None:
-    ok = PairResult(
-        scenario="pub", client="nsqclient-aio", status="ok", version="0.1.0", messages=100,
-        payload_size=512, concurrency=256,
-        summary={"msg_s": 200.0, "msg_s_min": 100.0, "msg_s_max": 300.0, "mib_s": 0.1,
-                 "duration_s": 0.5, "p50": 1.0, "p95": 2.0, "p99": 3.0, "cpu_us_per_msg": 12.3,
-                 "peak_rss_mib": 40.0, "errors": 0},
-    )  # fmt: skip
-    na = PairResult(scenario="pub", client="pynsq", status="n/a", reason="not installed")
-    lines = compare_markdown([ok, na]).splitlines()
-    assert _cells(lines[0]) == list(COMPARE_COLUMNS)
-    row = dict(zip(COMPARE_COLUMNS, _cells(lines[2]), strict=True))
-    assert row["msg/s median (min-max)"] == "200 (100-300)"
-    assert row["client"] == "nsqclient-aio 0.1.0"
-    assert row["CPU µs/msg"] == "12.3"
-    na_row = dict(zip(COMPARE_COLUMNS, _cells(lines[3]), strict=True))
-    assert na_row["msg/s median (min-max)"] == "n/a"
-    assert na_row["errors"] == "n/a"
-    assert na_row["notes"] == "not installed"
 
 
 def test_profiles_match_the_brief() -> None:
@@ -218,45 +196,37 @@ def test_list_needs_no_cluster(capsys: pytest.CaptureFixture[str]) -> None:
         assert name in out
 
 
-def test_compare_flags() -> None:
-    args = compare_parser().parse_args(
-        ["--clients", "nsqclient-aio,asyncnsq", "--scenarios", "pub,drain", "--repeats", "5"]
-    )
-    assert args.clients == ["nsqclient-aio", "asyncnsq"]
-    assert args.scenarios == ["pub", "drain"]
-    assert args.repeats == 5
-    with pytest.raises(SystemExit):
-        cli.main(["compare", "--scenarios", "teleport"])
-
-
-def test_driver_output_parsing_takes_the_last_protocol_line() -> None:
-    out = 'hello\n{"not": "ours"}\n{"nsqbench": 1, "status": "ok", "n": 1}\n{broken\n'
-    assert parse_driver_output(out) == {"nsqbench": 1, "status": "ok", "n": 1}
-    with pytest.raises(ValueError):
-        parse_driver_output("nothing here\n")
-
-
 def test_namespace_type() -> None:
     assert isinstance(build_parser().parse_args(["--list"]), argparse.Namespace)
 
 
-def test_compare_render_summarises_saved_runs_again(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_compare_is_not_installed_and_says_where_it_is(
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    runs = [
-        {"status": "ok", "messages": 100, "duration_s": d, "notes": f"run at {100 / d:.0f}"}
-        for d in (1.0, 4.0, 2.0)
-    ]
-    pairs = [
-        PairResult(scenario="pub", client="a", status="ok", messages=100, payload_size=16,
-                   runs=runs).to_dict(),
-        PairResult(scenario="pub", client="b", status="n/a", reason="not installed").to_dict(),
-    ]  # fmt: skip
-    saved = tmp_path / "c.json"
-    saved.write_text(json.dumps({"pairs": pairs}))
-    assert cli.main(["compare", "--render", str(saved)]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    row = dict(zip(COMPARE_COLUMNS, _cells(lines[2]), strict=True))
-    assert row["msg/s median (min-max)"] == "50 (25-100)"
-    assert row["notes"] == "run at 50"  # the notes of the median run
-    assert _cells(lines[3])[-1] == "not installed"
+    assert cli.main(["compare", "--clients", "pynsq"]) == 2
+    err = capsys.readouterr().err
+    assert "not part of the installed package" in err
+    assert "python -m benchmarks.compare" in err
+
+
+def test_source_revision_only_for_a_tracked_package(tmp_path: Path) -> None:
+    """An installed copy inside some other git tree (a virtualenv in a project) is not that
+    tree's commit; the package folder counts only when git tracks it."""
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True, timeout=10)
+    (tmp_path / "README").write_text("x")
+    subprocess.run([*git, "add", "README"], check=True, timeout=10)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True, timeout=10)
+    package = tmp_path / "site-packages" / "nsqclient"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (tmp_path / ".gitignore").write_text("site-packages/\n")
+    assert _source_revision(package) is None
+    (tmp_path / ".gitignore").unlink()
+    subprocess.run([*git, "add", "site-packages"], check=True, timeout=10)
+    subprocess.run([*git, "commit", "-qm", "y"], check=True, timeout=10)
+    head = subprocess.run(
+        [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert _source_revision(package) == head
+    assert _source_revision() is not None  # this checkout (an editable install)

@@ -219,7 +219,7 @@ def no_binaries(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Pat
     empty.mkdir()
     monkeypatch.setenv("NSQ_BIN_DIR", str(empty))
     monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.setattr(_process, "REPO_BIN_DIR", tmp_path / "no-build")
+    monkeypatch.chdir(tmp_path)  # outside the checkout: no test_service/.bin above
     yield empty
 
 

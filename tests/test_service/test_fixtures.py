@@ -21,6 +21,8 @@ pytestmark = pytest.mark.timeout(90)
 def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A pytester folder with our conftest, importing this repository's packages."""
     monkeypatch.setenv("PYTHONPATH", str(REPO))
+    # the inner run's folder is outside the checkout, so its test_service/.bin is named
+    monkeypatch.setenv("NSQ_BIN_DIR", str(REPO / "test_service" / ".bin"))
     pytester.makeconftest(CONFTEST.read_text())
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     return pytester
@@ -91,13 +93,11 @@ def test_missing_binaries_fail_the_fixture_instead_of_skipping(
     inner.makepyfile(
         f"""
         import pytest
-        from nsqclient.testing import _process
 
         @pytest.fixture(autouse=True)
         def hide_binaries(monkeypatch):
             monkeypatch.setenv("NSQ_BIN_DIR", {str(empty)!r})
             monkeypatch.setenv("PATH", {str(empty)!r})
-            monkeypatch.setattr(_process, "REPO_BIN_DIR", _process.Path({str(empty)!r}))
 
         def test_nsqd(nsqd):
             pass

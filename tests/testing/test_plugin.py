@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from nsqclient.testing import _process
 from nsqclient.testing.daemons import find_nsq_binary
 
 pytestmark = pytest.mark.timeout(120)
@@ -143,14 +142,34 @@ def test_real_backend_with_nsq_bin_dir(tmp_path: Path) -> None:
 
 
 def test_auto_picks_real_binaries_when_found(tmp_path: Path) -> None:
-    """Auto means real wherever the lookup finds the binaries: in this repository's
-    ``test_service/.bin`` (a user's shell needs nothing set), or only through the NSQ_BIN_DIR
-    this suite runs with (which the user's environment must then keep)."""
     project = make_project(tmp_path / "proj")
-    env = user_env(EXPECTED_BACKEND="real")
-    found = find_nsq_binary("nsqd").parent
-    if found != _process.REPO_BIN_DIR:
-        env["NSQ_BIN_DIR"] = str(found)
+    env = user_env(EXPECTED_BACKEND="real", NSQ_BIN_DIR=str(find_nsq_binary("nsqd").parent))
+    check(run_pytest(project, env, "-k", "published"), passed=1)
+
+
+def test_auto_without_binaries_is_embedded(tmp_path: Path) -> None:
+    """Outside a checkout, with nothing on NSQ_BIN_DIR or PATH, auto means embedded."""
+    project = make_project(tmp_path / "proj")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    python_dir = str(Path(sys.executable).parent)
+    env = user_env(EXPECTED_BACKEND="embedded", PATH=f"{empty}{os.pathsep}{python_dir}")
+    check(run_pytest(project, env, "-k", "published"), passed=1)
+
+
+def test_a_checkouts_binaries_are_found_from_the_folder_pytest_runs_in(tmp_path: Path) -> None:
+    """Run inside a checkout of nsqclient (a ``test_service/.bin`` in the folder or above), the
+    plugin finds its binaries without NSQ_BIN_DIR: found from the current folder, never from
+    where nsqclient is installed."""
+    checkout = tmp_path / "checkout"
+    (checkout / "test_service").mkdir(parents=True)
+    (checkout / "test_service" / ".bin").symlink_to(find_nsq_binary("nsqd").parent)
+    project = make_project(checkout / "proj")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = user_env(
+        EXPECTED_BACKEND="real", PATH=f"{empty}{os.pathsep}{Path(sys.executable).parent}"
+    )
     check(run_pytest(project, env, "-k", "published"), passed=1)
 
 
@@ -158,16 +177,7 @@ def test_forced_real_without_binaries_fails_with_how_to_build(tmp_path: Path) ->
     project = make_project(tmp_path / "proj")
     empty = tmp_path / "empty"
     empty.mkdir()
-    # hide every source of binaries: NSQ_BIN_DIR, PATH and this repository's test_service/.bin
-    (project / "conftest.py").write_text(
-        "import pytest\n"
-        "from nsqclient.testing import _process\n\n"
-        "@pytest.fixture(autouse=True)\n"
-        "def _no_repo_binaries(monkeypatch):\n"
-        f"    monkeypatch.setattr(_process, 'REPO_BIN_DIR', _process.Path({str(empty)!r}))\n"
-        # as installed from the wheel, which has no test_service/build_nsq.sh
-        f"    monkeypatch.setattr(_process, 'BUILD_SCRIPT', _process.Path({str(empty)!r}))\n"
-    )
+    # no binaries anywhere: NSQ_BIN_DIR and PATH empty, and the project is outside any checkout
     env = user_env(EXPECTED_BACKEND="real", NSQ_BIN_DIR=str(empty), PATH=str(empty))
     result = run_pytest(project, env, "--nsq-backend=real", "-k", "published")
     assert result.returncode == 1, result.stdout + result.stderr

@@ -1,4 +1,5 @@
-"""``nsqclient-benchmark compare``: the same scenarios for nsqclient and peer clients.
+"""The comparison's harness: the same scenarios for nsqclient and peer clients (command line:
+:mod:`.cli`).
 
 Rules (also in BENCHMARKS.md):
 
@@ -17,7 +18,6 @@ Rules (also in BENCHMARKS.md):
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import json
@@ -25,30 +25,27 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .compare_report import PairResult, compare_markdown, run_errors, summarize_runs
-from .nsqd_admin import NsqdAdmin
-from .params import Params
-from .results import dump_json, machine_info, write_text
+from nsqclient.benchmark.nsqd_admin import NsqdAdmin
+from nsqclient.benchmark.params import Params
+
+from .report import PairResult, run_errors, summarize_runs
 
 __all__ = [
     "CLIENTS",
     "NSQD_FLAGS",
     "CompareSettings",
     "PairResult",
-    "build_parser",
-    "main",
     "parse_driver_output",
     "run_compare",
 ]
 
 DRIVERS_DIR = Path(__file__).resolve().parent / "drivers"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # harness.py -> compare -> benchmarks -> checkout
 DEFAULT_PEERS_DIR = REPO_ROOT / "test_service" / ".peers"
 DEFAULT_GOBENCH = REPO_ROOT / "test_service" / ".gobench" / "gobench"
 MEM_QUEUE_SIZE = 10_000_000
@@ -145,9 +142,6 @@ def call_driver(
         return {"status": "error", "reason": reason}, tail
 
 
-# --------------------------------------------------------------------------- results
-
-
 # --------------------------------------------------------------------------- running
 
 
@@ -198,7 +192,7 @@ def _driver_args(s: CompareSettings, scenario: str, nsqd_tcp: str, topic: str) -
 
 
 def _verify_published(nsqd_tcp: str, topic: str, messages: int, timeout: float) -> dict[str, Any]:
-    from .scenarios import measure_drain
+    from nsqclient.benchmark.scenarios import measure_drain
 
     p = Params(nsqd_tcp=[nsqd_tcp], topic=topic, channel="verify", messages=messages,
                max_in_flight=1024, timeout=timeout)  # fmt: skip
@@ -290,7 +284,7 @@ def run_scenario_pairs(
     """Every client on one scenario. Each pair has its own fresh nsqd (all started up front,
     idle while not in use); repeats are interleaved (repeat 1 of every client, then repeat 2, in
     a rotating order), so a burst of load elsewhere on the machine hits all clients alike."""
-    from ..testing.daemons import NsqdProcess
+    from nsqclient.testing.daemons import NsqdProcess
 
     pairs = [prepare_pair(s, spec, scenario, listings[spec.name]) for spec in specs]
     active = [(spec, pair) for spec, pair in zip(specs, pairs, strict=True) if pair.status == "ok"]
@@ -374,12 +368,6 @@ def merge_pairs(reports: Sequence[Sequence[PairResult]]) -> list[PairResult]:
     return sorted(merged, key=lambda p: order[p.scenario])  # stable: clients keep their order
 
 
-def _write_chart(path: Path, pairs: Sequence[PairResult], title: str) -> None:
-    from .chart import write_compare_chart
-
-    write_compare_chart(path, pairs, title)
-
-
 def list_client(spec: ClientSpec) -> dict[str, Any]:
     if spec.command is None:
         return {}
@@ -406,151 +394,3 @@ def run_compare(s: CompareSettings, log: Any = None) -> list[PairResult]:
     for scenario in s.scenarios:
         pairs.extend(run_scenario_pairs(s, scenario, specs, listings, log))
     return pairs
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def _csv(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="nsqclient-benchmark compare",
-        description="The same scenarios for nsqclient and peer NSQ clients (see BENCHMARKS.md).",
-    )
-    parser.add_argument("--clients", type=_csv, default=list(CLIENTS[:2]) + list(PEERS),
-                        help=f"comma-separated (known: {', '.join(CLIENTS)})")  # fmt: skip
-    parser.add_argument("--scenarios", type=_csv, default=None,
-                        help=f"comma-separated (known: {', '.join(KINDS)})")  # fmt: skip
-    parser.add_argument("--list", action="store_true", help="list clients and what they support")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--messages", type=int, default=50_000, help="pub, mpub and drain")
-    parser.add_argument("--e2e-messages", type=int, default=20_000)
-    parser.add_argument("--payload-size", type=int, default=512)
-    parser.add_argument("--concurrency", type=int, default=256, help="outstanding PUBs")
-    parser.add_argument("--batch-size", type=int, default=250)
-    parser.add_argument("--mpub-concurrency", type=int, default=4, help="outstanding MPUBs")
-    parser.add_argument("--max-in-flight", type=int, default=1_024)
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
-    parser.add_argument("--peers-dir", type=Path, default=DEFAULT_PEERS_DIR)
-    parser.add_argument("--gobench", type=Path, default=DEFAULT_GOBENCH)
-    parser.add_argument("--driver", action="append", default=[], metavar="NAME=COMMAND",
-                        help="use COMMAND (shell words) as the driver of client NAME")  # fmt: skip
-    parser.add_argument(
-        "--render", type=Path, metavar="JSON", action="append",
-        help="re-render earlier --json reports (repeatable: a later file adds only the "
-        "(scenario, client) pairs the earlier ones lack, e.g. go-nsq's rows)",
-    )  # fmt: skip
-    parser.add_argument("--json", type=Path)
-    parser.add_argument("--markdown", type=Path)
-    parser.add_argument("--chart", type=Path, help="write a PNG chart here (needs [plot])")
-    parser.add_argument("--title", default="nsqclient-benchmark compare", help="of the chart")
-    parser.add_argument("--quiet", action="store_true")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    custom: dict[str, str] = {}
-    for item in args.driver:
-        name, sep, command = item.partition("=")
-        if not sep or not name or not command:
-            parser.error(f"--driver wants NAME=COMMAND, got {item!r}")
-        custom[name] = command
-    chosen = args.scenarios is not None
-    if not chosen:
-        args.scenarios = list(DEFAULT_SCENARIOS)
-    for scenario in args.scenarios:
-        if scenario not in KINDS:
-            parser.error(f"unknown scenario {scenario!r}; known: {', '.join(KINDS)}")
-    for name in ("repeats", "messages", "e2e_messages", "concurrency", "batch_size",
-                 "mpub_concurrency", "max_in_flight"):  # fmt: skip
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.payload_size < 16:
-        parser.error("--payload-size must be at least 16")
-    settings = CompareSettings(
-        clients=args.clients,
-        scenarios=args.scenarios,
-        messages=args.messages,
-        e2e_messages=args.e2e_messages,
-        payload_size=args.payload_size,
-        concurrency=args.concurrency,
-        batch_size=args.batch_size,
-        mpub_concurrency=args.mpub_concurrency,
-        max_in_flight=args.max_in_flight,
-        repeats=args.repeats,
-        timeout=args.timeout,
-        peers_dir=args.peers_dir,
-        gobench=args.gobench,
-        custom_drivers=custom,
-    )
-    if args.chart is not None:
-        from .chart import matplotlib_available
-
-        if not matplotlib_available():
-            parser.error("--chart needs matplotlib: pip install 'nsqclient[plot]'")
-    if args.render:
-        pairs = merge_pairs([load_pairs(path) for path in args.render])
-        if chosen:  # only the scenarios asked for, in the order asked
-            pairs = sorted(
-                (p for p in pairs if p.scenario in args.scenarios),
-                key=lambda p: args.scenarios.index(p.scenario),
-            )
-        table = compare_markdown(pairs)
-        sys.stdout.write(table)
-        if args.markdown is not None:
-            write_text(args.markdown, table)
-        if args.chart is not None:
-            _write_chart(args.chart, pairs, args.title)
-        return 0
-    if args.list:
-        for name in settings.clients:
-            spec = resolve_client(
-                name, peers_dir=settings.peers_dir, gobench=settings.gobench, custom=custom
-            )
-            if spec.command is None:
-                print(f"{name:15} n/a: {spec.missing}")
-                continue
-            listing = list_client(spec)
-            scen = listing.get("scenarios") or {}
-            supported = ", ".join(k for k, v in scen.items() if v == "ok") or "-"
-            version = listing.get("version", "?")
-            print(f"{name:15} {version:8} {listing.get('runtime', '')}: {supported}")
-        return 0
-
-    def log(text: str) -> None:
-        if not args.quiet:
-            print(text, file=sys.stderr, flush=True)
-
-    started = time.perf_counter()
-    log(
-        f"nsqclient-benchmark compare: {', '.join(settings.clients)} x "
-        f"{', '.join(settings.scenarios)}, {settings.repeats} repeats, nsqd {' '.join(NSQD_FLAGS)}"
-    )
-    pairs = run_compare(settings, log)
-    table = compare_markdown(pairs)
-    sys.stdout.write(table)
-    if args.markdown is not None:
-        write_text(args.markdown, table)
-    if args.chart is not None:
-        _write_chart(args.chart, pairs, args.title)
-    if args.json is not None:
-        dump_json(
-            args.json,
-            {
-                "tool": "nsqclient-benchmark compare",
-                "machine": machine_info(),
-                "settings": settings.as_dict(),
-                "elapsed_s": time.perf_counter() - started,
-                "pairs": [pr.to_dict() for pr in pairs],
-            },
-        )
-    failed = [f"{p.scenario}/{p.client}" for p in pairs if p.errors]
-    if failed:
-        log(f"compare: ERRORS in {', '.join(failed)}")
-        return 1
-    return 0

@@ -8,7 +8,15 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .results import fmt_bytes, fmt_int, fmt_mib, fmt_ms, fmt_rate, fmt_seconds, markdown_row
+from nsqclient.benchmark.results import (
+    fmt_bytes,
+    fmt_int,
+    fmt_mib,
+    fmt_ms,
+    fmt_rate,
+    fmt_seconds,
+    markdown_row,
+)
 
 __all__ = ["COMPARE_COLUMNS", "PairResult", "compare_markdown", "run_errors", "summarize_runs"]
 

@@ -1,4 +1,4 @@
-"""nsqclient's driver for ``nsqclient-benchmark compare`` (``--mode aio`` or ``--mode sync``).
+"""nsqclient's driver for the comparison (``python -m benchmarks.compare``): ``--mode aio|sync``.
 
 Runs with the main virtualenv's python and measures through the same functions as
 ``nsqclient-benchmark`` itself, each client's fast path:

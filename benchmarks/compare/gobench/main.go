@@ -1,6 +1,6 @@
-// gobench: the go-nsq side of `nsqclient-benchmark compare`.
+// gobench: the go-nsq side of the comparison (`python -m benchmarks.compare`).
 //
-// It speaks the same tiny protocol as the Python peer drivers (nsqclient/benchmark/drivers):
+// It speaks the same tiny protocol as the Python peer drivers (benchmarks/compare/drivers):
 //
 //	gobench list                  -> one JSON line: client, version, runtime, scenarios
 //	gobench run --scenario pub ... -> one JSON line with the result (see result below)

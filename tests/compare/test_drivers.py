@@ -1,0 +1,55 @@
+"""The drivers' shared module under a python without nsqclient, as in a peer's virtualenv: it
+loads the accounting from this checkout's ``nsqclient/benchmark/accounting.py``, never a copy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.compare.drivers import _common
+from nsqclient.benchmark import accounting
+
+DRIVERS = Path(_common.__file__).resolve().parent
+
+pytestmark = pytest.mark.timeout(30)
+
+PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import _common
+tracker = _common.SequenceTracker(2)
+make = _common.body_factory(32)
+tracker.record(make(1)); tracker.record(make(1)); done = tracker.record(make(0))
+print(json.dumps({
+    "nsqclient_imported": any(m.split(".")[0] == "nsqclient" for m in sys.modules),
+    "accounting_file": sys.modules[_common.SequenceTracker.__module__].__file__,
+    "done": done, "duplicates": tracker.duplicates, "header_size": _common.HEADER_SIZE,
+}))
+"""
+
+
+def test_peer_side_loads_the_checkouts_accounting_without_nsqclient(tmp_path: Path) -> None:
+    # -I -S, run outside the checkout: no site-packages, no PYTHONPATH, no current folder, so
+    # nsqclient cannot be imported (as in a peer's virtualenv)
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", PROBE, str(DRIVERS)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["nsqclient_imported"] is False
+    assert Path(seen["accounting_file"]).resolve() == Path(accounting.__file__).resolve()
+    assert seen["done"] is True and seen["duplicates"] == 1 and seen["header_size"] == 16
+
+
+def test_harness_side_uses_the_installed_module() -> None:
+    assert _common.SequenceTracker is accounting.SequenceTracker
+    assert _common.latency_summary is accounting.latency_summary
