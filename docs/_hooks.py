@@ -15,9 +15,7 @@ from typing import Any
 
 from mkdocs.structure.files import File, Files
 
-PENDING = {
-    "service.md": ("Running as a service", "signal handling (`stop_on_signals()`)"),
-}
+PENDING: dict[str, tuple[str, str]] = {}
 
 _ROLE = re.compile(r":(?:class|meth|func|mod|data|attr|exc|obj):(<code>)(~)?([^<]*)(</code>)")
 

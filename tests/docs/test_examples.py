@@ -44,9 +44,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # Pages whose examples are not checked yet, with the reason. The lead removes an entry once the
 # page it names follows the conventions above.
 UNCHECKED: dict[str, str] = {
-    "README.md": "replaced by docs/_proposed_README.md (whose examples are checked) at merge",
     "docs/testing.md": "owned by the testing/faults work; its examples name a user's own modules",
-    "docs/service.md": "owned by the lifecycle work (signals: run as subprocess tests there)",
+    "docs/service.md": "services that run until SIGTERM: tests/sync/test_signals.py and "
+    "tests/aio/test_signals.py run these patterns as child processes and check nsqd's counts",
 }
 MAX_SKIPS = 8  # across all pages: skipped examples are the exception
 
