@@ -38,6 +38,7 @@ from ..errors import (
     NSQTimeoutError,
     ProtocolError,
     ResponseFailedError,
+    ServerError,
     TLSError,
     WrongPortError,
 )
@@ -98,10 +99,14 @@ class ConnectionOwner(Protocol):
 
     def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None: ...
 
-    def on_unexecuted(self, conn: Connection, commands: list[Pending]) -> bool:
-        """nsqd closed ``conn`` on a fatal error and never executed these ``commands``, which
-        were pipelined behind the one it refused; True if the owner takes them (to send them
-        again elsewhere), False to have them fail with ConnectionClosedError."""
+    def on_fatal_error(
+        self, conn: Connection, error: ServerError, unexecuted: list[Pending]
+    ) -> bool:
+        """nsqd answered with a fatal ``error`` and is closing ``conn``; heard before the
+        command it answers fails, so what the error teaches (a size limit) applies to the very
+        next call. ``unexecuted`` were pipelined behind it and never run by nsqd: True if the
+        owner takes them (to send them again elsewhere), False to have them fail with
+        ConnectionClosedError."""
 
 
 class ReplyWaiter(Protocol):
@@ -434,13 +439,13 @@ class Connection(asyncio.Protocol):
         # nsqd closes the connection after every other error; do not wait for it (and be
         # marked unusable before the waiter, which may publish again at once, hears of it)
         self.abort(error)
+        owner = self.owner
+        taken = owner is not None and owner.on_fatal_error(self, error, unexecuted)
         if waiter is not None and not waiter.done():
             waiter.set_exception(error)
-        if unexecuted:
-            owner = self.owner
-            if owner is None or not owner.on_unexecuted(self, unexecuted):
-                pending.extend(unexecuted)
-                self._fail_pending(error)
+        if unexecuted and not taken:
+            pending.extend(unexecuted)
+            self._fail_pending(error)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.state is ConnectionState.CLOSED:

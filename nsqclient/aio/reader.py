@@ -29,7 +29,7 @@ from functools import partial
 from typing import Any
 
 from ..config import Config
-from ..errors import ClosedError, ConfigError, NSQError, ResponseFailedError
+from ..errors import ClosedError, ConfigError, NSQError, ResponseFailedError, ServerError
 from ..flow import Outcome, RdyChange, RdyController, ReconnectBackoff, worth_retrying
 from ..message import _DONE, Message
 from ..protocol.identify import IdentifyOptions
@@ -440,7 +440,9 @@ class Reader:
         self.response_errors += 1
         log.warning("%s (the message probably timed out on nsqd; it will be redelivered)", error)
 
-    def on_unexecuted(self, conn: Connection, commands: list[Pending]) -> bool:
+    def on_fatal_error(
+        self, conn: Connection, error: ServerError, unexecuted: list[Pending]
+    ) -> bool:
         return False  # a Reader's replies (SUB, CLS) belong to that connection: let them fail
 
     # ------------------------------------------------------------------ flow control

@@ -265,15 +265,17 @@ class Writer:
             self._healthy.remove(conn)
         if not self._healthy and self._healthy_event is not None:
             self._healthy_event.clear()
-        if isinstance(exc, ServerError):
-            self._learn_limit(exc)
         if not self._closed:
             # after an error frame nsqd is up and answering: reconnect at once (the backoff
             # applies from the second attempt), so what waits in the backlog goes soon
             self._schedule_reconnect(addr, immediately=isinstance(exc, ServerError))
 
-    def on_unexecuted(self, conn: Connection, commands: list[Pending]) -> bool:
-        self._resend(commands)
+    def on_fatal_error(
+        self, conn: Connection, error: ServerError, unexecuted: list[Pending]
+    ) -> bool:
+        self._learn_limit(error)  # before the refused publish raises: the next call knows
+        if unexecuted:
+            self._resend(unexecuted)
         return True
 
     def _learn_limit(self, error: ServerError) -> None:

@@ -156,7 +156,7 @@ class Collector:
     def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
         self.lost.append(exc)
 
-    def on_unexecuted(self, conn: Connection, commands: list[Any]) -> bool:
+    def on_fatal_error(self, conn: Connection, error: Any, unexecuted: list[Any]) -> bool:
         return False
 
 
