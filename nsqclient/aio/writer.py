@@ -765,17 +765,30 @@ class Writer:
 
     @property
     def is_started(self) -> bool:
+        """True once :meth:`connect` (or the first publish) has started the Writer."""
         return self._started
 
     @property
     def is_closed(self) -> bool:
+        """True once close() or graceful_close() began; publishing then raises ClosedError."""
         return self._closed
 
     @property
     def connections(self) -> list[Connection]:
+        """A snapshot list of the nsqd connections (a copy: safe to keep). Loop thread only."""
         return list(self._conns.values())
 
     def stats(self) -> dict[str, Any]:
+        """Counters and per-connection state, cheap enough to poll (a new dict each call).
+
+        Keys: ``published`` (messages acknowledged), ``published_over_http`` (of those, how many
+        went by the HTTP fallback), ``failed`` (publish calls that raised), ``resent`` (publishes
+        sent again after nsqd refused one pipelined ahead of them), ``outstanding`` (publishes
+        awaiting nsqd's reply, bounded by ``max_pending_publishes``), ``connection_losses``
+        (connections lost, not closed on purpose), ``reconnects`` (outages that ended with a
+        connection), ``nsqd_down`` (addresses currently unreachable) and ``connections`` (one
+        ``{"address", "state", "pending"}`` dict per connection).
+        """
         return {
             "published": self.published,
             "published_over_http": self.published_over_http,

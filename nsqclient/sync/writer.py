@@ -185,6 +185,10 @@ class SyncWriter:
     def mpub_nowait(
         self, topic: str, bodies: Iterable[Body], *, timeout: float | None = None
     ) -> concurrent.futures.Future[None]:
+        """Like :meth:`pub_nowait` for a batch published atomically (all or none), as :meth:`mpub`.
+
+        Bad input (empty batch, a body over the size limits) raises before anything is queued.
+        """
         items = list(bodies)
         core = self._core()
         data = commands.mpub(
@@ -195,6 +199,7 @@ class SyncWriter:
     def dpub_nowait(
         self, topic: str, delay_ms: int, body: Body, *, timeout: float | None = None
     ) -> concurrent.futures.Future[None]:
+        """Like :meth:`pub_nowait` for a message nsqd delivers after ``delay_ms`` milliseconds."""
         data = commands.dpub(topic, delay_ms, body, max_msg_size=self._core().max_msg_size)
         return self._publish_nowait(data, 1, timeout)
 
@@ -305,6 +310,7 @@ class SyncWriter:
 
     @property
     def is_closed(self) -> bool:
+        """True once close() or graceful_close() began; publishing then raises ClosedError."""
         return self._closed
 
     def __repr__(self) -> str:
