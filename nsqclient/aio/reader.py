@@ -474,7 +474,10 @@ class Reader:
         self._apply(self._flow.tick(self._now()))
 
     def set_max_in_flight(self, max_in_flight: int) -> None:
-        """Change the total RDY budget at run time; 0 pauses consumption."""
+        """Change the total RDY budget at run time; 0 pauses consumption.
+
+        ConfigError unless an int >= 0. Loop thread only (from threads: ``SyncReader``'s).
+        """
         if (
             isinstance(max_in_flight, bool)
             or not isinstance(max_in_flight, int)
@@ -935,7 +938,17 @@ class Reader:
         return list(self._conns.values())
 
     def stats(self) -> dict[str, Any]:
-        """Counters and per-connection state, cheap enough to poll."""
+        """Counters and per-connection state, cheap enough to poll (a new dict each call).
+
+        Keys: ``topic``, ``channel``, ``state`` (a :class:`ReaderState` value); message counts
+        ``received``, ``finished``, ``requeued``, ``given_up`` (past ``max_attempts``),
+        ``in_flight`` (delivered, unanswered), ``lost_on_disconnect`` (in flight on a connection
+        that died: nsqd redelivers them), ``queued`` (delivered, not yet handed out);
+        ``response_errors``, ``connecting``; flow control ``max_in_flight``, ``total_rdy``,
+        ``backoff_level``, ``in_backoff``; and ``connections``: one dict per connection
+        (``address``, ``state``, ``rdy``, ``in_flight``, ``received``, ``finished``,
+        ``requeued``).
+        """
         flow = self._flow
         return {
             "topic": self.topic,

@@ -373,7 +373,14 @@ class Writer:
     # ------------------------------------------------------------------ publishing
 
     async def pub(self, topic: str, body: Body, *, timeout: float | None = None) -> None:
-        """Publish one message; returns once nsqd acknowledged it."""
+        """Publish one message; returns once nsqd acknowledged it, or raises.
+
+        ``timeout`` (seconds, default ``publish_timeout``) covers waiting for a connection and a
+        free slot and for nsqd's acknowledgement. Not published, safe to retry: InvalidInputError
+        (bad topic or body, before anything is sent), NoConnectionsError, ClosedError, an error
+        frame such as PublishFailedError. May or may not have been applied:
+        ConnectionClosedError, NSQTimeoutError. Call on the Writer's loop.
+        """
         await self._publish(commands.pub(topic, body, max_msg_size=self._max_msg_size), 1, timeout)
 
     async def mpub(
@@ -385,7 +392,9 @@ class Writer:
     ) -> None:
         """Publish a batch atomically (nsqd stores all or none).
 
-        ``mpub(topic, [a, b])`` and asyncnsq's ``mpub(topic, a, b)`` both work.
+        ``mpub(topic, [a, b])`` and asyncnsq's ``mpub(topic, a, b)`` both work. An empty batch,
+        or one over ``max_body_size``, raises before sending; ``timeout`` and the other errors are
+        :meth:`pub`'s.
         """
         if type(messages) is list and not more:
             bodies: list[object] = messages  # the common call: no copy
@@ -405,7 +414,11 @@ class Writer:
     async def dpub(
         self, topic: str, delay_ms: int, body: Body, *, timeout: float | None = None
     ) -> None:
-        """Publish one message that nsqd delivers after ``delay_ms`` milliseconds."""
+        """Publish one message that nsqd delivers after ``delay_ms`` milliseconds.
+
+        A delay outside 0 to nsqd's default ``--max-req-timeout`` (1 hour) raises
+        InvalidArgumentError before sending; ``timeout`` and the other errors are :meth:`pub`'s.
+        """
         await self._publish(
             commands.dpub(topic, delay_ms, body, max_msg_size=self._max_msg_size), 1, timeout
         )
@@ -699,7 +712,11 @@ class Writer:
     # ------------------------------------------------------------------ closing
 
     async def graceful_close(self, timeout: float | None = None) -> None:
-        """Refuse new publishes, wait (bounded) for outstanding acks, then close."""
+        """Refuse new publishes, wait for outstanding acks, then close.
+
+        ``timeout`` (seconds, default ``close_timeout``) bounds the wait; publishes still
+        unacknowledged then fail with ConnectionClosedError. Idempotent.
+        """
         if self._closed and not self._conns:
             return
         self._closed = True
