@@ -89,10 +89,12 @@ class Message:
     finish = fin
 
     def req(self, delay_ms: int | None = None, *, backoff: bool = True) -> _Done:
-        """Ask nsqd to deliver the message again after ``delay_ms`` (default: grows with attempts).
+        """Ask nsqd to deliver the message again after ``delay_ms`` milliseconds.
 
-        ``backoff=True`` also tells the Reader this was a failure, slowing consumption (go-nsq's
-        ``Requeue``); ``backoff=False`` is a neutral requeue (``RequeueWithoutBackoff``).
+        The default delay grows with attempts (``default_requeue_delay`` up to
+        ``max_requeue_delay``); InvalidArgumentError unless an int >= 0. ``backoff=True`` also
+        tells the Reader this was a failure, slowing consumption (go-nsq's ``Requeue``);
+        ``backoff=False`` is a neutral requeue (``RequeueWithoutBackoff``).
         """
         if delay_ms is not None and (
             isinstance(delay_ms, bool) or not isinstance(delay_ms, int) or delay_ms < 0

@@ -76,6 +76,8 @@ _MAX_WRITE = 1 << 20
 
 
 class ConnectionState(enum.Enum):
+    """Where a :class:`Connection` is in its life; ``CONNECTED``/``SUBSCRIBED`` take commands."""
+
     INIT = "init"
     CONNECTING = "connecting"
     CONNECTED = "connected"
@@ -322,11 +324,16 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------------ asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """asyncio.Protocol callback (the transport is up); called by the loop, not by users."""
         self._transport = transport  # type: ignore[assignment]
         assert self._loop is not None
         self._last_read = self._loop.time()
 
     def data_received(self, data: bytes) -> None:
+        """asyncio.Protocol callback: decode frames and dispatch them; called by the loop.
+
+        A protocol error from nsqd's bytes aborts the connection (pending requests fail with it).
+        """
         if self._handshaking:
             self._last_read = self._loop.time()  # type: ignore[union-attr]
             self._hs_raw.append(data)
@@ -448,6 +455,9 @@ class Connection(asyncio.Protocol):
             self._fail_pending(error)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """asyncio.Protocol callback: mark the connection closed, fail every pending request and
+        tell the owner. Idempotent; called by the loop (or by :meth:`abort`).
+        """
         if self.state is ConnectionState.CLOSED:
             return
         was_closing = self._closing_on_purpose
@@ -494,12 +504,14 @@ class Connection(asyncio.Protocol):
         self._pending.clear()
 
     def pause_writing(self) -> None:
+        """asyncio.Protocol callback: the transport's buffer is over its high-water mark."""
         assert self._loop is not None
         self._write_paused_at = self._loop.time()
         transport = self._transport
         self._paused_buffer_size = transport.get_write_buffer_size() if transport else 0
 
     def resume_writing(self) -> None:
+        """asyncio.Protocol callback: the buffer drained; flush held-back writes, wake drain()."""
         self._write_paused_at = None
         if (self._wbuf or self._wrest is not None) and not self._flush_scheduled:  # held back
             self._flush_scheduled = True
@@ -600,6 +612,7 @@ class Connection(asyncio.Protocol):
 
     @property
     def pending_requests(self) -> int:
+        """How many sent commands still await nsqd's reply (PUB/MPUB/DPUB/SUB/...)."""
         return len(self._pending)
 
     @property
@@ -619,6 +632,13 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------------ consumer commands
 
     async def subscribe(self, topic: str, channel: str, timeout: float | None = None) -> None:
+        """Send SUB for ``topic``/``channel``, wait for nsqd's OK; the state becomes ``SUBSCRIBED``.
+
+        ``timeout`` is in seconds (default: ``Config.read_timeout``). Raises InvalidTopicError or
+        InvalidChannelError before sending on a bad name, NSQTimeoutError if nsqd does not answer
+        in time, a ResponseFailedError subclass if nsqd refuses, ConnectionClosedError if the
+        connection is not open. Call on the connection's loop.
+        """
         data = commands.sub(topic, channel)
         await self.request(
             data, timeout if timeout is not None else self.config.seconds("read_timeout")
@@ -626,6 +646,11 @@ class Connection(asyncio.Protocol):
         self.state = ConnectionState.SUBSCRIBED
 
     def send_rdy(self, count: int) -> None:
+        """Write ``RDY count``, capped at :attr:`max_rdy_count`; a no-op once closed.
+
+        The Reader owns RDY; calling this on a Reader's connection fights its flow control.
+        Loop thread only.
+        """
         if self.state is ConnectionState.CLOSED:
             return
         max_rdy = self.max_rdy_count
@@ -636,6 +661,7 @@ class Connection(asyncio.Protocol):
 
     @property
     def max_rdy_count(self) -> int:
+        """The largest RDY nsqd accepts (from its IDENTIFY reply; 2500, nsqd's default, before)."""
         resp = self.identify_response
         return resp.max_rdy_count if resp is not None else 2500
 
@@ -664,6 +690,10 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------------ Responder (Message)
 
     def message_fin(self, msg: Message) -> None:
+        """Write FIN for ``msg`` if this connection still holds it; otherwise a no-op.
+
+        Called through :meth:`Message.fin`, not directly. Loop thread only.
+        """
         # The hottest method of a consumer. A closed connection's ledger is empty, so the pop
         # also answers "is this connection still open".
         in_flight = self.in_flight
@@ -685,6 +715,10 @@ class Connection(asyncio.Protocol):
             self._loop.call_soon(self._flush)  # type: ignore[union-attr]
 
     def message_req(self, msg: Message, delay_ms: int | None, backoff: bool) -> None:
+        """Write REQ for ``msg`` with ``delay_ms`` milliseconds (None: the Config's attempt-scaled
+        requeue delay); a no-op if this connection no longer holds it. Called through
+        :meth:`Message.req`. Loop thread only.
+        """
         found = self.in_flight.pop(msg.id, None)
         if found is not msg or self.state is ConnectionState.CLOSED:
             if found is not None and found is not msg:
@@ -702,6 +736,10 @@ class Connection(asyncio.Protocol):
         self._write(b"REQ %s %d\n" % (msg.id, delay_ms))
 
     def message_touch(self, msg: Message) -> None:
+        """Write TOUCH for ``msg`` (reset nsqd's message timeout) if this connection holds it.
+
+        Called through :meth:`Message.touch`. Loop thread only.
+        """
         if self.in_flight.get(msg.id) is msg and self.state is not ConnectionState.CLOSED:
             self._write(b"TOUCH " + msg.id + b"\n")
 
@@ -818,14 +856,17 @@ class Connection(asyncio.Protocol):
             self.connection_lost(None)
 
     async def wait_closed(self) -> None:
+        """Wait until the connection has closed (cancelling the wait does not close it)."""
         if self._closed_future is not None:
             await asyncio.shield(self._closed_future)
 
     @property
     def is_open(self) -> bool:
+        """True while the connection accepts commands (``CONNECTED`` or ``SUBSCRIBED``)."""
         return self.state in (ConnectionState.CONNECTED, ConnectionState.SUBSCRIBED)
 
     def on_closed(self, callback: Callable[[], Any]) -> None:
+        """Call ``callback()`` (on the loop) once the connection has closed, however it closed."""
         assert self._closed_future is not None
         self._closed_future.add_done_callback(lambda _f: callback())
 

@@ -31,13 +31,15 @@ Handler = Callable[[Message], Any]
 class MessageSink(Protocol):
     """Where a Reader puts delivered messages. Called on the loop thread; must not block."""
 
-    def put(self, messages: list[Message]) -> None: ...
+    def put(self, messages: list[Message]) -> None:
+        """Take one read's worth of delivered messages (in delivery order). Must not block."""
 
     def take_undelivered(self) -> list[Message]:
         """Remove and return messages not yet handed to the application (closing, or their
         connection died)."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """No more messages will come: wake whoever waits for one. Idempotent."""
 
 
 class QueueClosed(Exception):

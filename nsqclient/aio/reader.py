@@ -67,6 +67,8 @@ _ITERATING: contextvars.ContextVar[asyncio.Task[Any] | None] = contextvars.Conte
 
 
 class ReaderState(enum.Enum):
+    """A :class:`Reader`'s life: ``NEW`` until started, ``RUNNING``, ``CLOSING``, ``CLOSED``."""
+
     NEW = "new"
     RUNNING = "running"
     CLOSING = "closing"
@@ -227,10 +229,12 @@ class Reader:
 
     @property
     def state(self) -> ReaderState:
+        """Where the Reader is in its life (see :class:`ReaderState`)."""
         return self._state
 
     @property
     def is_closed(self) -> bool:
+        """True once the Reader has closed: its close finished, every connection is closed."""
         return self._state is ReaderState.CLOSED
 
     # ------------------------------------------------------------------ connections
@@ -472,7 +476,10 @@ class Reader:
         self._apply(self._flow.tick(self._now()))
 
     def set_max_in_flight(self, max_in_flight: int) -> None:
-        """Change the total RDY budget at run time; 0 pauses consumption."""
+        """Change the total RDY budget at run time; 0 pauses consumption.
+
+        ConfigError unless an int >= 0. Loop thread only (from threads: ``SyncReader``'s).
+        """
         if (
             isinstance(max_in_flight, bool)
             or not isinstance(max_in_flight, int)
@@ -483,6 +490,8 @@ class Reader:
 
     @property
     def max_in_flight(self) -> int:
+        """The in-flight limit across all nsqd (``Config.max_in_flight`` or the last
+        :meth:`set_max_in_flight`)."""
         return self._flow.max_in_flight
 
     def is_starved(self) -> bool:
@@ -534,6 +543,11 @@ class Reader:
             self._ensure_workers()  # they take what is already queued before waiting
 
     def clear_message_handler(self) -> None:
+        """Stop running the handler set by :meth:`set_message_handler`.
+
+        Its worker tasks are cancelled (a coroutine handler still running is cancelled with them);
+        messages not yet taken stay queued for ``async for`` or a later handler. Loop thread only.
+        """
         self._runner = None
         self._direct = False
         for task in self._workers:
@@ -660,7 +674,13 @@ class Reader:
         requeue_in_hand: bool | None = None,
         holders: Callable[[], bool] | None = None,
     ) -> None:
-        """Stop receiving and hand back everything unfinished; see the module docstring.
+        """Stop receiving and hand back everything unfinished; nothing is left to nsqd's timeout.
+
+        The sequence: RDY 0 on every connection; REQ what was delivered but never handed out;
+        let handlers and iterating tasks answer what they hold (bounded by ``timeout``); REQ
+        whatever is still unanswered; CLS on each connection and wait for nsqd's CLOSE_WAIT;
+        then close the connections. :meth:`wait_closed` returns and :attr:`is_closed` is True
+        once it is done.
 
         ``timeout`` (seconds, default ``close_timeout``) bounds how long messages already handed
         out get to be answered. The close waits only while someone can still answer them:
@@ -916,10 +936,21 @@ class Reader:
 
     @property
     def connections(self) -> list[Connection]:
+        """A snapshot list of the open nsqd connections (a copy: safe to keep). Loop thread only."""
         return list(self._conns.values())
 
     def stats(self) -> dict[str, Any]:
-        """Counters and per-connection state, cheap enough to poll."""
+        """Counters and per-connection state, cheap enough to poll (a new dict each call).
+
+        Keys: ``topic``, ``channel``, ``state`` (a :class:`ReaderState` value); message counts
+        ``received``, ``finished``, ``requeued``, ``given_up`` (past ``max_attempts``),
+        ``in_flight`` (delivered, unanswered), ``lost_on_disconnect`` (in flight on a connection
+        that died: nsqd redelivers them), ``queued`` (delivered, not yet handed out);
+        ``response_errors``, ``connecting``; flow control ``max_in_flight``, ``total_rdy``,
+        ``backoff_level``, ``in_backoff``; and ``connections``: one dict per connection
+        (``address``, ``state``, ``rdy``, ``in_flight``, ``received``, ``finished``,
+        ``requeued``).
+        """
         flow = self._flow
         return {
             "topic": self.topic,

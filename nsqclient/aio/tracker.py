@@ -32,6 +32,7 @@ class MessageTracker:
         self.lost = 0
 
     def attach(self, conn: Connection) -> None:
+        """Track ``conn``'s in-flight ledger (the very dict the connection fills: no copy)."""
         self._ledgers[conn] = conn.in_flight
 
     def detach(self, conn: Connection) -> list[Message]:
@@ -63,13 +64,16 @@ class MessageTracker:
         return [(conn, msg) for conn, ledger in self._ledgers.items() for msg in ledger.values()]
 
     def messages(self) -> list[Message]:
+        """Every message in flight, as a snapshot list."""
         return list(self)
 
     def per_connection(self) -> dict[str, int]:
+        """How many messages each nsqd address has in flight (a new dict)."""
         return {conn.address: len(ledger) for conn, ledger in self._ledgers.items()}
 
     @property
     def has_waiters(self) -> bool:
+        """True while some :meth:`wait_empty` call is waiting (a close waits for handlers)."""
         return bool(self._waiters)
 
     def notify(self) -> None:

@@ -375,7 +375,14 @@ class Writer:
     # ------------------------------------------------------------------ publishing
 
     async def pub(self, topic: str, body: Body, *, timeout: float | None = None) -> None:
-        """Publish one message; returns once nsqd acknowledged it."""
+        """Publish one message; returns once nsqd acknowledged it, or raises.
+
+        ``timeout`` (seconds, default ``publish_timeout``) covers waiting for a connection and a
+        free slot and for nsqd's acknowledgement. Not published, safe to retry: InvalidInputError
+        (bad topic or body, before anything is sent), NoConnectionsError, ClosedError, an error
+        frame such as PublishFailedError. May or may not have been applied:
+        ConnectionClosedError, NSQTimeoutError. Call on the Writer's loop.
+        """
         await self._publish(commands.pub(topic, body, max_msg_size=self._max_msg_size), 1, timeout)
 
     async def mpub(
@@ -387,7 +394,9 @@ class Writer:
     ) -> None:
         """Publish a batch atomically (nsqd stores all or none).
 
-        ``mpub(topic, [a, b])`` and asyncnsq's ``mpub(topic, a, b)`` both work.
+        ``mpub(topic, [a, b])`` and asyncnsq's ``mpub(topic, a, b)`` both work. An empty batch,
+        or one over ``max_body_size``, raises before sending; ``timeout`` and the other errors are
+        :meth:`pub`'s.
         """
         if type(messages) is list and not more:
             bodies: list[object] = messages  # the common call: no copy
@@ -407,7 +416,11 @@ class Writer:
     async def dpub(
         self, topic: str, delay_ms: int, body: Body, *, timeout: float | None = None
     ) -> None:
-        """Publish one message that nsqd delivers after ``delay_ms`` milliseconds."""
+        """Publish one message that nsqd delivers after ``delay_ms`` milliseconds.
+
+        A delay outside 0 to nsqd's default ``--max-req-timeout`` (1 hour) raises
+        InvalidArgumentError before sending; ``timeout`` and the other errors are :meth:`pub`'s.
+        """
         await self._publish(
             commands.dpub(topic, delay_ms, body, max_msg_size=self._max_msg_size), 1, timeout
         )
@@ -701,7 +714,11 @@ class Writer:
     # ------------------------------------------------------------------ closing
 
     async def graceful_close(self, timeout: float | None = None) -> None:
-        """Refuse new publishes, wait (bounded) for outstanding acks, then close."""
+        """Refuse new publishes, wait for outstanding acks, then close.
+
+        ``timeout`` (seconds, default ``close_timeout``) bounds the wait; publishes still
+        unacknowledged then fail with ConnectionClosedError. Idempotent.
+        """
         if self._closed and not self._conns:
             return
         self._closed = True
@@ -767,17 +784,30 @@ class Writer:
 
     @property
     def is_started(self) -> bool:
+        """True once :meth:`connect` (or the first publish) has started the Writer."""
         return self._started
 
     @property
     def is_closed(self) -> bool:
+        """True once close() or graceful_close() began; publishing then raises ClosedError."""
         return self._closed
 
     @property
     def connections(self) -> list[Connection]:
+        """A snapshot list of the nsqd connections (a copy: safe to keep). Loop thread only."""
         return list(self._conns.values())
 
     def stats(self) -> dict[str, Any]:
+        """Counters and per-connection state, cheap enough to poll (a new dict each call).
+
+        Keys: ``published`` (messages acknowledged), ``published_over_http`` (of those, how many
+        went by the HTTP fallback), ``failed`` (publish calls that raised), ``resent`` (publishes
+        sent again after nsqd refused one pipelined ahead of them), ``outstanding`` (publishes
+        awaiting nsqd's reply, bounded by ``max_pending_publishes``), ``connection_losses``
+        (connections lost, not closed on purpose), ``reconnects`` (outages that ended with a
+        connection), ``nsqd_down`` (addresses currently unreachable) and ``connections`` (one
+        ``{"address", "state", "pending"}`` dict per connection).
+        """
         return {
             "published": self.published,
             "published_over_http": self.published_over_http,

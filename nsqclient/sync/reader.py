@@ -531,6 +531,7 @@ class SyncReader:
 
     @property
     def is_closed(self) -> bool:
+        """True once a close began (close, graceful_close, the with block's end, a signal)."""
         return self._closed
 
     def __repr__(self) -> str:

@@ -151,13 +151,15 @@ class SyncWriter:
         """Publish one message; returns once nsqd acknowledged it, or raises.
 
         ``timeout`` (seconds, default ``publish_timeout``) covers waiting for room in the queue
-        and for nsqd's acknowledgement.
+        and for nsqd's acknowledgement. The errors, and which of them mean "maybe published"
+        (ConnectionClosedError, NSQTimeoutError), are :meth:`nsqclient.aio.Writer.pub`'s.
+        Any thread; NSQError if called from the nsqclient loop thread (it would deadlock).
         """
         core = self._core()
         self._publish(commands.pub(topic, body, max_msg_size=core.max_msg_size), 1, timeout)
 
     def mpub(self, topic: str, bodies: Iterable[Body], *, timeout: float | None = None) -> None:
-        """Publish a batch atomically (all or none)."""
+        """Publish a batch atomically (all or none); ``timeout`` and errors as :meth:`pub`."""
         items = list(bodies)
         core = self._core()
         data = commands.mpub(
@@ -166,7 +168,10 @@ class SyncWriter:
         self._publish(data, len(items), timeout)
 
     def dpub(self, topic: str, delay_ms: int, body: Body, *, timeout: float | None = None) -> None:
-        """Publish one message that nsqd delivers after ``delay_ms`` milliseconds."""
+        """Publish one message that nsqd delivers after ``delay_ms`` milliseconds.
+
+        ``timeout`` and errors as :meth:`pub`.
+        """
         data = commands.dpub(topic, delay_ms, body, max_msg_size=self._core().max_msg_size)
         self._publish(data, 1, timeout)
 
@@ -185,6 +190,10 @@ class SyncWriter:
     def mpub_nowait(
         self, topic: str, bodies: Iterable[Body], *, timeout: float | None = None
     ) -> concurrent.futures.Future[None]:
+        """Like :meth:`pub_nowait` for a batch published atomically (all or none), as :meth:`mpub`.
+
+        Bad input (empty batch, a body over the size limits) raises before anything is queued.
+        """
         items = list(bodies)
         core = self._core()
         data = commands.mpub(
@@ -195,6 +204,7 @@ class SyncWriter:
     def dpub_nowait(
         self, topic: str, delay_ms: int, body: Body, *, timeout: float | None = None
     ) -> concurrent.futures.Future[None]:
+        """Like :meth:`pub_nowait` for a message nsqd delivers after ``delay_ms`` milliseconds."""
         data = commands.dpub(topic, delay_ms, body, max_msg_size=self._core().max_msg_size)
         return self._publish_nowait(data, 1, timeout)
 
@@ -233,7 +243,12 @@ class SyncWriter:
         return True
 
     def graceful_close(self, timeout: float | None = None) -> None:
-        """Publish what is queued and wait (bounded) for every acknowledgement, then close."""
+        """Publish what is queued and wait for every acknowledgement, then close.
+
+        ``timeout`` (seconds, default ``close_timeout``) bounds the wait; what is still
+        unacknowledged then fails (ClosedError or ConnectionClosedError). Idempotent; any
+        thread but the nsqclient loop thread.
+        """
         if self._closed:
             return
         if self._generation == portal.fork_generation:
@@ -305,6 +320,7 @@ class SyncWriter:
 
     @property
     def is_closed(self) -> bool:
+        """True once close() or graceful_close() began; publishing then raises ClosedError."""
         return self._closed
 
     def __repr__(self) -> str:

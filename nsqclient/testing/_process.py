@@ -324,28 +324,34 @@ class Daemon:
 
     @property
     def tcp_port(self) -> int:
+        """The TCP port (chosen at construction, kept across restarts)."""
         return self._ports["tcp"]
 
     @property
     def http_port(self) -> int:
+        """The HTTP port (chosen at construction, kept across restarts)."""
         return self._ports["http"]
 
     @property
     def tcp_address(self) -> str:
+        """``127.0.0.1:<tcp_port>``, for TCP clients."""
         return f"{HOST}:{self.tcp_port}"
 
     @property
     def http_address(self) -> str:
+        """``127.0.0.1:<http_port>``, for the HTTP API."""
         return f"{HOST}:{self.http_port}"
 
     # -- state --
 
     @property
     def binary(self) -> Path:
+        """The executable this daemon runs."""
         return self._binary
 
     @property
     def log_path(self) -> Path:
+        """The file the daemon's output goes to (see :meth:`logs`)."""
         return self._log_path
 
     @property
@@ -356,6 +362,7 @@ class Daemon:
 
     @property
     def running(self) -> bool:
+        """True while the process is alive (a frozen one included)."""
         return self.pid is not None
 
     @property

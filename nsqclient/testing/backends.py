@@ -49,54 +49,74 @@ class Server(Protocol):
     """What every daemon offers, real or embedded."""
 
     @property
-    def tcp_address(self) -> str: ...
+    def tcp_address(self) -> str:
+        """``host:port`` for TCP clients (Readers, Writers)."""
 
     @property
-    def http_address(self) -> str: ...
+    def http_address(self) -> str:
+        """``host:port`` of the HTTP API."""
 
     @property
-    def tcp_port(self) -> int: ...
+    def tcp_port(self) -> int:
+        """The TCP port."""
 
     @property
-    def http_port(self) -> int: ...
+    def http_port(self) -> int:
+        """The HTTP port."""
 
     @property
-    def running(self) -> bool: ...
+    def running(self) -> bool:
+        """True while the daemon runs (started, and not stopped or killed since)."""
 
     @property
-    def frozen(self) -> bool: ...
+    def frozen(self) -> bool:
+        """True between :meth:`freeze` and :meth:`thaw`."""
 
-    def stop(self, timeout: float = ...) -> None: ...
+    def stop(self, timeout: float = ...) -> None:
+        """Stop it (``timeout`` seconds for a clean shutdown) and free its resources. Idempotent."""
 
-    def kill(self) -> None: ...
+    def kill(self) -> None:
+        """Stop it abruptly, as a crash would (connections reset, nothing flushed); restartable."""
 
-    def restart(self, timeout: float = ...) -> None: ...
+    def restart(self, timeout: float = ...) -> None:
+        """Stop (if running) and start again on the same ports; waits up to ``timeout`` seconds."""
 
-    def freeze(self, timeout: float = ...) -> None: ...
+    def freeze(self, timeout: float = ...) -> None:
+        """Stop reading, answering and heartbeating until :meth:`thaw`, as a hung server would.
 
-    def thaw(self) -> None: ...
+        Connections stay open. Returns once frozen (within ``timeout`` seconds).
+        """
 
-    def logs(self, since: int = 0) -> str: ...
+    def thaw(self) -> None:
+        """Resume a frozen daemon. Harmless when it is not frozen."""
 
-    def log_size(self) -> int: ...
+    def logs(self, since: int = 0) -> str:
+        """What the daemon logged, from byte offset ``since`` (see :meth:`log_size`)."""
+
+    def log_size(self) -> int:
+        """Bytes logged so far: pass it to ``logs(since=...)`` later to see only what came after."""
 
 
 @runtime_checkable
 class NsqdServer(Server, Protocol):
     """An nsqd of either backend (:class:`~.daemons.NsqdProcess` or ``ThreadedEmbeddedNsqd``)."""
 
-    def stats(self, topic: str | None = None, channel: str | None = None) -> dict[str, Any]: ...
+    def stats(self, topic: str | None = None, channel: str | None = None) -> dict[str, Any]:
+        """nsqd's ``/stats`` (JSON), optionally filtered to one topic and/or channel."""
 
-    def pub(self, topic: str, body: bytes, defer_ms: int | None = None) -> None: ...
+    def pub(self, topic: str, body: bytes, defer_ms: int | None = None) -> None:
+        """Publish ``body`` to ``topic`` over HTTP (held ``defer_ms`` milliseconds if given)."""
 
 
 @runtime_checkable
 class LookupdServer(Server, Protocol):
     """An nsqlookupd of either backend."""
 
-    def nodes(self) -> list[dict[str, Any]]: ...
+    def nodes(self) -> list[dict[str, Any]]:
+        """lookupd's ``/nodes`` ``producers`` list: every nsqd registered with it."""
 
-    def lookup(self, topic: str) -> dict[str, Any]: ...
+    def lookup(self, topic: str) -> dict[str, Any]:
+        """lookupd's ``/lookup?topic=`` reply: the topic's channels and producers."""
 
 
 class ClusterServer(Protocol):

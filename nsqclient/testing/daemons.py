@@ -62,7 +62,8 @@ class _HTTPGet:
 
         def http_get_json(
             self, path: str, params: Mapping[str, str] | None = None, *, timeout: float = 5.0
-        ) -> Any: ...
+        ) -> Any:
+            """GET ``path`` on the HTTP API; the decoded JSON (NsqDaemonError on a non-200)."""
 
         def http_post(
             self,
@@ -71,7 +72,8 @@ class _HTTPGet:
             params: Mapping[str, str] | None = None,
             *,
             timeout: float = 5.0,
-        ) -> bytes: ...
+        ) -> bytes:
+            """POST ``body`` to ``path``; the reply body (NsqDaemonError on a non-200)."""
 
 
 class NsqdHTTPConveniences(_HTTPGet):
@@ -173,6 +175,7 @@ class NsqdProcess(Daemon, NsqdHTTPConveniences):
 
     @property
     def https_port(self) -> int:
+        """The HTTPS port (reserved always; listened on only when TLS is configured)."""
         return self._ports["https"]
 
     @property
@@ -182,10 +185,12 @@ class NsqdProcess(Daemon, NsqdHTTPConveniences):
 
     @property
     def data_dir(self) -> Path:
+        """nsqd's ``--data-path`` (temporary unless given; kept by ``restart()`` and ``kill()``)."""
         return self._data_dir
 
     @property
     def tls_enabled(self) -> bool:
+        """True when nsqd was given a certificate (``tls_cert``), so TLS and HTTPS are on."""
         return self.tls_cert is not None
 
     @property
@@ -303,17 +308,25 @@ class NsqCluster:
 
     @property
     def nsqd_tcp_addresses(self) -> list[str]:
+        """Every nsqd's ``host:port`` for TCP clients, in start order."""
         return [n.tcp_address for n in self.nsqds]
 
     @property
     def nsqd_http_addresses(self) -> list[str]:
+        """Every nsqd's HTTP ``host:port``, in start order."""
         return [n.http_address for n in self.nsqds]
 
     @property
     def daemons(self) -> list[Daemon]:
+        """The lookupd then every nsqd (a new list)."""
         return [self.lookupd, *self.nsqds]
 
     def start(self, timeout: float = 20.0) -> None:
+        """Start lookupd, then each nsqd, and return once lookupd lists them all.
+
+        ``timeout`` (seconds) bounds the whole start. On failure everything started is stopped
+        and the error is re-raised.
+        """
         deadline = time.monotonic() + timeout
         try:
             self.lookupd.start(timeout)
@@ -331,6 +344,10 @@ class NsqCluster:
             raise
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop every daemon, nsqd first (``timeout`` seconds each for a clean shutdown).
+
+        Always safe; stops the rest even if one fails, then raises the first error.
+        """
         errors: list[BaseException] = []
         for daemon in reversed(self.daemons):
             try:

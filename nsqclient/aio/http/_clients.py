@@ -118,6 +118,7 @@ class NsqdHTTPClient(AsyncTransport):
         return await self._send(self._calls.topic("pause", topic))
 
     async def unpause_topic(self, topic: str) -> None:
+        """Resume copying messages to the topic's channels (undo :meth:`pause_topic`)."""
         return await self._send(self._calls.topic("unpause", topic))
 
     async def create_channel(self, topic: str, channel: str) -> None:
@@ -137,6 +138,7 @@ class NsqdHTTPClient(AsyncTransport):
         return await self._send(self._calls.channel("pause", topic, channel))
 
     async def unpause_channel(self, topic: str, channel: str) -> None:
+        """Resume delivering to the channel's consumers (undo :meth:`pause_channel`)."""
         return await self._send(self._calls.channel("unpause", topic, channel))
 
     async def config(self, option: str) -> Any:
@@ -172,9 +174,14 @@ class SyncNsqdHTTPClient(SyncTransport):
         super().__init__(address, timeout=timeout, verify=verify, client=client, headers=headers)
 
     def ping(self) -> None:
+        """Return if nsqd is up and healthy; raise :class:`HTTPError` otherwise.
+
+        An unhealthy nsqd (a failed disk write) answers HTTP 500 ``NOK - <reason>``.
+        """
         return self._send(ping_call())
 
     def info(self) -> dict[str, Any]:
+        """``/info``: version, broadcast address, ports, limits (durations in nanoseconds)."""
         return self._send(info_call())
 
     def stats(
@@ -185,51 +192,77 @@ class SyncNsqdHTTPClient(SyncTransport):
         include_clients: bool = True,
         include_mem: bool = True,
     ) -> dict[str, Any]:
+        """``/stats?format=json``, optionally filtered to one topic and/or channel.
+
+        nsqd's ``null`` lists (``topics``, ``channels``, ``clients``, ``producers``) become ``[]``;
+        with ``include_clients=False`` ``clients`` is empty while ``client_count`` stays exact.
+        """
         return self._send(self._calls.stats(topic, channel, include_clients, include_mem))
 
     def pub(self, topic: str, body: Body, *, defer_ms: int | None = None) -> None:
+        """Publish one message; with ``defer_ms`` nsqd holds it that long before delivery."""
         return self._send(self._calls.pub(topic, body, defer_ms))
 
     def mpub(self, topic: str, bodies: Iterable[Body], *, binary: bool = True) -> None:
+        """Publish several messages in one request (all or none).
+
+        Binary framing carries any bytes; text mode (``binary=False``) joins bodies with
+        newlines, so a body containing ``b"\\n"`` is refused.
+        """
         return self._send(self._calls.mpub(topic, bodies, binary))
 
     def publish_command(self, data: bytes) -> None:
+        """Send an already encoded PUB, DPUB or MPUB (``nsqclient.protocol.commands``) over
+        HTTP: the Writer's fallback when no TCP connection is up."""
         return self._send(self._calls.publish_command(data))
 
     def create_topic(self, topic: str) -> None:
+        """Create the topic (idempotent)."""
         return self._send(self._calls.topic("create", topic))
 
     def delete_topic(self, topic: str) -> None:
+        """Delete the topic with its channels and messages; its consumers are disconnected."""
         return self._send(self._calls.topic("delete", topic))
 
     def empty_topic(self, topic: str) -> None:
+        """Drop the messages queued at the topic (not those already copied to channels)."""
         return self._send(self._calls.topic("empty", topic))
 
     def pause_topic(self, topic: str) -> None:
+        """Stop copying new messages to the topic's channels; they queue at the topic."""
         return self._send(self._calls.topic("pause", topic))
 
     def unpause_topic(self, topic: str) -> None:
+        """Resume copying messages to the topic's channels (undo :meth:`pause_topic`)."""
         return self._send(self._calls.topic("unpause", topic))
 
     def create_channel(self, topic: str, channel: str) -> None:
+        """Create the channel (idempotent); the topic must exist."""
         return self._send(self._calls.channel("create", topic, channel))
 
     def delete_channel(self, topic: str, channel: str) -> None:
+        """Delete the channel and its messages; its consumers are disconnected."""
         return self._send(self._calls.channel("delete", topic, channel))
 
     def empty_channel(self, topic: str, channel: str) -> None:
+        """Drop the channel's queued, in-flight and deferred messages."""
         return self._send(self._calls.channel("empty", topic, channel))
 
     def pause_channel(self, topic: str, channel: str) -> None:
+        """Stop delivering to the channel's consumers; messages queue at the channel."""
         return self._send(self._calls.channel("pause", topic, channel))
 
     def unpause_channel(self, topic: str, channel: str) -> None:
+        """Resume delivering to the channel's consumers (undo :meth:`pause_channel`)."""
         return self._send(self._calls.channel("unpause", topic, channel))
 
     def config(self, option: str) -> Any:
+        """``GET /config/<option>``: an nsqd option by flag name with ``_`` (durations in ns)."""
         return self._send(self._calls.config(option))
 
     def set_config(self, option: str, value: str | Sequence[str]) -> Any:
+        """``PUT /config/<option>``; nsqd allows only ``nsqlookupd_tcp_addresses`` (a list of
+        ``host:port``) and ``log_level`` (a name). Returns the new value as nsqd reports it."""
         return self._send(self._calls.set_config(option, value))
 
 
@@ -323,36 +356,55 @@ class SyncLookupdHTTPClient(SyncTransport):
         super().__init__(address, timeout=timeout, verify=verify, client=client, headers=headers)
 
     def ping(self) -> None:
+        """Return if lookupd answers ``OK``; raise :class:`HTTPError` otherwise."""
         return self._send(ping_call())
 
     def info(self) -> dict[str, Any]:
+        """``/info``: ``{"version": ...}``."""
         return self._send(info_call())
 
     def lookup(self, topic: str) -> LookupResult:
+        """The topic's channels and live, non-tombstoned producers.
+
+        A topic lookupd has never heard of gives an empty result, not an error, so a Reader can
+        poll for a topic before anyone publishes to it.
+        """
         return self._send(_LOOKUPD.lookup(topic))
 
     def topics(self) -> list[str]:
+        """Every topic lookupd has registered (registrations outlive their producers)."""
         return self._send(_LOOKUPD.topics())
 
     def channels(self, topic: str) -> list[str]:
+        """The topic's registered channels (empty for an unknown topic)."""
         return self._send(_LOOKUPD.channels(topic))
 
     def nodes(self) -> list[Node]:
+        """Every live nsqd registered with lookupd, with its topics and tombstones."""
         return self._send(_LOOKUPD.nodes())
 
     def create_topic(self, topic: str) -> None:
+        """Register the topic in lookupd (no nsqd is told)."""
         return self._send(_LOOKUPD.topic("create", topic))
 
     def delete_topic(self, topic: str) -> None:
+        """Remove the topic and its channels from lookupd (no nsqd is told; idempotent)."""
         return self._send(_LOOKUPD.topic("delete", topic))
 
     def create_channel(self, topic: str, channel: str) -> None:
+        """Register the channel (and its topic) in lookupd."""
         return self._send(_LOOKUPD.channel("create", topic, channel))
 
     def delete_channel(self, topic: str, channel: str) -> None:
+        """Remove the channel from lookupd; 404 CHANNEL_NOT_FOUND if it is not registered."""
         return self._send(_LOOKUPD.channel("delete", topic, channel))
 
     def tombstone_topic_producer(self, topic: str, node: str | Producer) -> None:
+        """Hide one nsqd from ``/lookup`` for this topic (for ``--tombstone-lifetime``, 45s).
+
+        Do this before deleting the topic on that nsqd, so consumers do not rediscover it.
+        ``node`` is a :class:`Producer` or ``"broadcast_address:http_port"``.
+        """
         return self._send(_LOOKUPD.tombstone(topic, node))
 
 

@@ -65,12 +65,14 @@ class Node(Producer):
     tombstones: tuple[bool, ...] = ()
 
     def is_tombstoned(self, topic: str) -> bool:
+        """True if lookupd lists ``topic`` as tombstoned for this nsqd."""
         return any(
             t == topic and dead for t, dead in zip(self.topics, self.tombstones, strict=False)
         )
 
     @classmethod
     def from_json(cls, data: object) -> Node:
+        """Build from one element of lookupd's ``/nodes`` array; ValueError if unusable."""
         fields = _producer_fields(data)
         assert isinstance(data, Mapping)  # checked by _producer_fields
         topics = tuple(_str_list(data.get("topics"), "topics"))
@@ -97,6 +99,7 @@ class LookupResult:
 
     @classmethod
     def from_json(cls, data: object) -> LookupResult:
+        """Build from lookupd's ``/lookup`` reply; ValueError if it is not the expected shape."""
         if not isinstance(data, Mapping):
             raise ValueError(f"expected a JSON object, got {data!r}")
         producers = data.get("producers") or []

@@ -98,14 +98,17 @@ class EmbeddedLookupd:
 
     @staticmethod
     def now() -> float:
+        """The clock lookupd ages registrations by (``time.monotonic()``, seconds)."""
         return time.monotonic()
 
     @property
     def tcp_address(self) -> str:
+        """``host:port`` nsqd registers at (the real port once started, if it was 0)."""
         return _join(split_address(self.options_tcp_address)[0], self.tcp_port)
 
     @property
     def http_address(self) -> str:
+        """``host:port`` of the HTTP API clients query (the real port once started)."""
         return _join(split_address(self.options_http_address)[0], self.http_port)
 
     def logs(self, since: int = 0) -> str:
@@ -113,9 +116,15 @@ class EmbeddedLookupd:
         return self.log.text(since)
 
     def log_size(self) -> int:
+        """Bytes logged so far: pass it to ``logs(since=...)`` later to see only what came after."""
         return self.log.size()
 
     async def start(self) -> EmbeddedLookupd:
+        """Listen (TCP for nsqd, HTTP for clients) on the running loop; returns itself.
+
+        A no-op when running. Call from a coroutine; the server then lives on that loop (use
+        ``ThreadedEmbeddedLookupd`` from blocking code). OSError if a port is taken.
+        """
         if self.running:
             return self
         host = split_address(self.options_tcp_address)[0]
@@ -131,9 +140,11 @@ class EmbeddedLookupd:
         return self
 
     async def stop(self) -> None:
+        """Close cleanly: stop listening and close every connection. Idempotent."""
         await self._shutdown(abort=False)
 
     async def kill(self) -> None:
+        """Like SIGKILL: stop listening and drop every connection abruptly."""
         await self._shutdown(abort=True)
 
     async def restart(self) -> None:

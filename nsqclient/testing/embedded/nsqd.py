@@ -173,25 +173,30 @@ class EmbeddedNsqd:
 
     @property
     def host(self) -> str:
+        """The host clients connect to (``127.0.0.1`` when listening on all interfaces)."""
         host = split_address(self.options.tcp_address)[0]
         return "127.0.0.1" if host in ("0.0.0.0", "") else host
 
     @property
     def tcp_address(self) -> str:
+        """``host:port`` for TCP clients (the real port once started, if it was 0)."""
         return _join(self.host, self.tcp_port)
 
     @property
     def http_address(self) -> str:
+        """``host:port`` of the HTTP API (the real port once started)."""
         return _join(split_address(self.options.http_address)[0], self.http_port)
 
     @property
     def https_address(self) -> str | None:
+        """``host:port`` of the HTTPS API, or None when TLS is not configured."""
         if self.https_port is None:
             return None
         return _join(split_address(self.options.http_address)[0], self.https_port)
 
     @property
     def broadcast_address(self) -> str:
+        """What this nsqd tells lookupd to hand out to clients, as ``--broadcast-address``."""
         if self.options.broadcast_address:
             return self.options.broadcast_address
         host = split_address(self.options.tcp_address)[0]
@@ -199,23 +204,28 @@ class EmbeddedNsqd:
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop it runs on. AssertionError before :meth:`start`."""
         assert self._loop is not None, "EmbeddedNsqd is not running"
         return self._loop
 
     @property
     def broker(self) -> Broker:
+        """Its topics and channels (the state behind the protocol); AssertionError before start."""
         assert self._broker is not None, "EmbeddedNsqd is not running"
         return self._broker
 
     @property
     def tls_required(self) -> bool:
+        """True when clients must upgrade to TLS (``tls_required``), as ``--tls-required``."""
         return bool(self.options.tls_required)
 
     @property
     def auth_enabled(self) -> bool:
+        """True when AUTH is required (``auth_http_addresses`` given), as nsqd's flag."""
         return bool(self.options.auth_http_addresses)
 
     def next_client_id(self) -> int:
+        """A new client id (nsqd numbers its connections from 1). For the server's connections."""
         return next(self._client_ids)
 
     def forget(self, conn: ClientConnection) -> None:
@@ -229,11 +239,17 @@ class EmbeddedNsqd:
         return self.log.text(since)
 
     def log_size(self) -> int:
+        """Bytes logged so far: pass it to ``logs(since=...)`` later to see only what came after."""
         return self.log.size()
 
     # -- lifecycle --
 
     async def start(self) -> EmbeddedNsqd:
+        """Listen (TCP, HTTP, HTTPS if configured) on the running loop and register with lookupd.
+
+        Returns itself; a no-op when running. Call from a coroutine; the server then lives on that
+        loop (use ``ThreadedEmbeddedNsqd`` from blocking code). OSError if a port is taken.
+        """
         if self.running:
             return self
         loop = self._loop = asyncio.get_running_loop()
@@ -406,6 +422,7 @@ class EmbeddedNsqd:
     async def query_auth(
         self, remote_ip: str, tls: bool, common_name: str, secret: str
     ) -> AuthState:
+        """Ask the configured auth server(s) about ``secret``, as nsqd's AUTH does."""
         opts = self.options
         verify: ssl.SSLContext | bool = True
         if opts.tls_root_ca_file:

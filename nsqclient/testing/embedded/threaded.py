@@ -187,26 +187,32 @@ class _Threaded(Generic[_S]):
         return self.server.logs(since)
 
     def log_size(self) -> int:
+        """Bytes logged so far: pass it to ``logs(since=...)`` later to see only what came after."""
         return self.server.log_size()
 
     @property
     def running(self) -> bool:
+        """True while the server runs (started, and not stopped or killed since)."""
         return self.server.running
 
     @property
     def tcp_address(self) -> str:
+        """``host:port`` for TCP clients."""
         return self.server.tcp_address
 
     @property
     def http_address(self) -> str:
+        """``host:port`` of the HTTP API."""
         return self.server.http_address
 
     @property
     def tcp_port(self) -> int:
+        """The TCP port (the real one once started, if 0 was asked for)."""
         return self.server.tcp_port
 
     @property
     def http_port(self) -> int:
+        """The HTTP port (the real one once started, if 0 was asked for)."""
         return self.server.http_port
 
     def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
@@ -251,14 +257,17 @@ class ThreadedEmbeddedNsqd(_Threaded[EmbeddedNsqd], NsqdHTTPConveniences):
 
     @property
     def https_port(self) -> int | None:
+        """The HTTPS port, or None when TLS is not configured."""
         return self.server.https_port
 
     @property
     def https_address(self) -> str | None:
+        """``host:port`` of the HTTPS API, or None when TLS is not configured."""
         return self.server.https_address
 
     @property
     def tls_enabled(self) -> bool:
+        """True when the server has a TLS certificate (TLS and HTTPS are on)."""
         return self.server.tls_context is not None
 
     def _base_url(self) -> str:
@@ -305,6 +314,7 @@ class ThreadedEmbeddedLookupd(_Threaded[EmbeddedLookupd], LookupdHTTPConvenience
     def http_get_json(
         self, path: str, params: Mapping[str, str] | None = None, *, timeout: float = 5.0
     ) -> Any:
+        """GET ``path`` on the HTTP API; the decoded JSON (NsqDaemonError on a non-200)."""
         response = httpx.get(
             f"http://{self.server.http_address}{path}", params=params, timeout=timeout
         )
@@ -344,17 +354,25 @@ class ThreadedEmbeddedCluster:
 
     @property
     def nsqd_tcp_addresses(self) -> list[str]:
+        """Every nsqd's ``host:port`` for TCP clients, in start order."""
         return [n.tcp_address for n in self.nsqds]
 
     @property
     def nsqd_http_addresses(self) -> list[str]:
+        """Every nsqd's HTTP ``host:port``, in start order."""
         return [n.http_address for n in self.nsqds]
 
     @property
     def daemons(self) -> list[ThreadedEmbeddedLookupd | ThreadedEmbeddedNsqd]:
+        """The lookupd then every nsqd (a new list)."""
         return [self.lookupd, *self.nsqds]
 
     def start(self, timeout: float = _TIMEOUT) -> Self:
+        """Start lookupd, then each nsqd, and return once lookupd lists them all; returns itself.
+
+        ``timeout`` is in seconds, per step. On failure everything started is stopped and the error
+        is re-raised.
+        """
         try:
             self.lookupd.start(timeout)
             while len(self.nsqds) < self._nsqd_count:
@@ -370,6 +388,7 @@ class ThreadedEmbeddedCluster:
         return self
 
     def stop(self, timeout: float = _TIMEOUT) -> None:
+        """Stop every server, nsqd first (``timeout`` seconds each)."""
         for daemon in reversed(self.daemons):
             daemon.stop(timeout)
 

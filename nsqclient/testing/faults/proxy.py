@@ -65,6 +65,7 @@ class Fault:
 
     @property
     def active(self) -> bool:
+        """True until :meth:`undo` (or the end of the ``with`` block)."""
         return self._undo is not None
 
     def undo(self) -> None:
@@ -409,9 +410,15 @@ class FaultProxy:
         return self._arm(FrameOp("replace", frame, payload=payload), "replace")
 
     def drop_next_frame(self, frame: str = "any") -> Fault:
+        """Swallow the next such frame (``frame`` as in :meth:`change_frame_size`) on every
+        connection, as a lost write would; the client never sees it.
+        """
         return self._arm(FrameOp("drop", frame), "drop frame")
 
     def duplicate_next_frame(self, frame: str = "any") -> Fault:
+        """Deliver the next such frame (``frame`` as in :meth:`change_frame_size`) twice on every
+        connection.
+        """
         return self._arm(FrameOp("duplicate", frame), "duplicate frame")
 
     def inject_frame(self, frame_type: int, payload: bytes) -> int:
