@@ -447,7 +447,9 @@ class Reader:
     def on_fatal_error(
         self, conn: Connection, error: ServerError, unexecuted: list[Pending]
     ) -> bool:
-        return False  # a Reader's replies (SUB, CLS) belong to that connection: let them fail
+        """ConnectionOwner: a Reader's pending replies (SUB, CLS) belong to that connection, so
+        they fail with it. Called by the connection, not by users."""
+        return False
 
     # ------------------------------------------------------------------ flow control
 

@@ -273,6 +273,8 @@ class Writer:
     def on_fatal_error(
         self, conn: Connection, error: ServerError, unexecuted: list[Pending]
     ) -> bool:
+        """ConnectionOwner: learn nsqd's size limit from ``error`` and send ``unexecuted``
+        again elsewhere (nsqd never ran them). Called by the connection, not by users."""
         self._learn_limit(error)  # before the refused publish raises: the next call knows
         if unexecuted:
             self._resend(unexecuted)
