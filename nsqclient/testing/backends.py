@@ -16,7 +16,7 @@ nsqclient's own fixtures share::
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -117,6 +117,11 @@ class LookupdServer(Server, Protocol):
 
     def lookup(self, topic: str) -> dict[str, Any]:
         """lookupd's ``/lookup?topic=`` reply: the topic's channels and producers."""
+
+    def wait_for_topic(
+        self, topic: str, tcp_addresses: Collection[str] = (), timeout: float = 10.0
+    ) -> list[dict[str, Any]]:
+        """Wait until lookupd lists producers of ``topic`` (each of ``tcp_addresses`` if given)."""
 
 
 class ClusterServer(Protocol):

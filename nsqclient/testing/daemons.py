@@ -112,6 +112,32 @@ class LookupdHTTPConveniences(_HTTPGet):
         result: dict[str, Any] = self.http_get_json("/lookup", {"topic": topic})
         return result
 
+    def wait_for_topic(
+        self, topic: str, tcp_addresses: Collection[str] = (), timeout: float = 10.0
+    ) -> list[dict[str, Any]]:
+        """Wait until ``/lookup?topic=`` lists a producer of ``topic`` (every nsqd in
+        ``tcp_addresses``, "host:port", if given) and return the producers. nsqd registers a
+        topic with lookupd a moment after its first publish; until then lookupd answers 404,
+        which this treats as "not yet"."""
+        deadline = time.monotonic() + timeout
+        wanted = set(tcp_addresses)
+        seen: set[str] = set()
+        while True:
+            try:
+                producers: list[dict[str, Any]] = self.lookup(topic).get("producers") or []
+            except NsqDaemonError:  # 404 TOPIC_NOT_FOUND: not registered yet
+                producers = []
+            seen = {f"{p['broadcast_address']}:{p['tcp_port']}" for p in producers}
+            if producers and wanted <= seen:
+                return producers
+            if time.monotonic() >= deadline:
+                raise NsqDaemonError(
+                    f"nsqlookupd lists {sorted(seen)} for topic {topic!r} after {timeout:g}s"
+                    + (f", still missing {sorted(wanted - seen)}" if wanted else ""),
+                    self.logs(),
+                )
+            time.sleep(POLL_INTERVAL)
+
 
 class NsqdProcess(Daemon, NsqdHTTPConveniences):
     """One ``nsqd`` on 127.0.0.1 with its own ports, data folder and log file.

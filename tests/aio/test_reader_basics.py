@@ -51,9 +51,7 @@ async def test_async_with_lookupd_and_async_for(
     topic, channel = unique(), unique()
     bodies = [b"b%d" % i for i in range(50)]
     await publish(nsqd, topic, bodies)
-    await wait_for(
-        lambda: nsqlookupd.lookup(topic).get("producers"), what="lookupd to list the topic"
-    )
+    await asyncio.to_thread(nsqlookupd.wait_for_topic, topic, [nsqd.tcp_address])
     got = []
     async with asyncio.timeout(DEADLINE):
         async with Reader(

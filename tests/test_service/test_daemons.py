@@ -193,8 +193,7 @@ def test_nsq_cluster_fixture(nsq_cluster: NsqCluster) -> None:
     assert listed == set(nsq_cluster.nsqd_tcp_addresses)
 
     nsqds[1].pub("clustered", b"x")
-    lookupd.wait_for_nodes([nsqds[1].tcp_address])
-    producers = lookupd.lookup("clustered")["producers"]
+    producers = lookupd.wait_for_topic("clustered", [nsqds[1].tcp_address])
     assert [p["tcp_port"] for p in producers] == [nsqds[1].tcp_port]
 
 
