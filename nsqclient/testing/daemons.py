@@ -75,6 +75,9 @@ class _HTTPGet:
         ) -> bytes:
             """POST ``body`` to ``path``; the reply body (NsqDaemonError on a non-200)."""
 
+        def logs(self) -> str:
+            """What the daemon logged."""
+
 
 class NsqdHTTPConveniences(_HTTPGet):
     """Test conveniences over nsqd's HTTP API (independent of the client under test), shared by
