@@ -222,7 +222,10 @@ def no_binaries(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Pat
     yield empty
 
 
-def test_missing_binary_says_how_to_build(no_binaries: Path) -> None:
+def test_missing_binary_says_how_to_build(no_binaries: Path, tmp_path: Path) -> None:
+    """In a source checkout (here: a folder with test_service/build_nsq.sh) it names the script."""
+    (tmp_path / "test_service").mkdir()
+    (tmp_path / "test_service" / "build_nsq.sh").touch()
     with pytest.raises(NsqBinaryNotFound) as info:
         find_nsq_binary("nsqd")
     message = str(info.value)
