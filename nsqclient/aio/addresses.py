@@ -7,24 +7,7 @@ so code importing ``nsqclient.aio.addresses`` keeps working. New code imports
 
 from __future__ import annotations
 
-from ..addresses import (
-    Address,
-    AddressLike,
-    format_address,
-    parse_address,
-    parse_addresses,
-    parse_http_address,
-    parse_http_addresses,
-    require_addresses,
-)
+from .. import addresses as _moved
+from ..addresses import *  # noqa: F403  (the same objects, under the old name)
 
-__all__ = [
-    "Address",
-    "AddressLike",
-    "format_address",
-    "parse_address",
-    "parse_addresses",
-    "parse_http_address",
-    "parse_http_addresses",
-    "require_addresses",
-]
+__all__ = _moved.__all__

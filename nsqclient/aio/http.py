@@ -7,36 +7,7 @@ no longer lives under ``aio``; this module re-exports the same objects so code i
 
 from __future__ import annotations
 
-from ..http import (
-    ACCEPT,
-    Call,
-    HTTPConnectError,
-    HTTPError,
-    HTTPProtocolError,
-    HTTPTimeoutError,
-    LookupdHTTPClient,
-    LookupResult,
-    Node,
-    NsqdHTTPClient,
-    Producer,
-    SyncLookupdHTTPClient,
-    SyncNsqdHTTPClient,
-    decode_response,
-)
+from .. import http as _moved
+from ..http import *  # noqa: F403  (the same objects, under the old name)
 
-__all__ = [
-    "ACCEPT",
-    "Call",
-    "HTTPConnectError",
-    "HTTPError",
-    "HTTPProtocolError",
-    "HTTPTimeoutError",
-    "LookupResult",
-    "LookupdHTTPClient",
-    "Node",
-    "NsqdHTTPClient",
-    "Producer",
-    "SyncLookupdHTTPClient",
-    "SyncNsqdHTTPClient",
-    "decode_response",
-]
+__all__ = _moved.__all__

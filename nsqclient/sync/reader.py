@@ -104,10 +104,13 @@ class SyncReader(FacadeLifecycle):
         self._stopping_flag = False
 
     async def _setup(self, loop_thread: LoopThread) -> tuple[Reader, ThreadSink]:
+        sink = ThreadSink(loop_thread.thread_id)
+        return self._core_reader(sink), sink
+
+    def _core_reader(self, sink: ThreadSink | None) -> Reader:
         from ..aio.reader import Reader
 
-        sink = ThreadSink(loop_thread.thread_id)
-        reader = Reader(
+        return Reader(
             self.topic,
             self.channel,
             nsqd_tcp_addresses=self._nsqd,
@@ -116,7 +119,6 @@ class SyncReader(FacadeLifecycle):
             config=self.config,
             sink=sink,
         )
-        return reader, sink
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -477,8 +479,11 @@ class SyncReader(FacadeLifecycle):
         queue). Works after close too (the last counters)."""
         if not self._closed:
             self._check()
-        # closed before first use: read the counters of a core Reader that never ran
-        reader = _never_started(self) if self._generation == -1 else self._reader
+        if self._generation == -1:  # closed before first use: a core Reader that never ran
+            reader = self._core_reader(None)
+            reader._close_unstarted()
+        else:
+            reader = self._reader
         if reader.is_closed or self._generation != portal.fork_generation:
             result = reader.stats()  # nothing changes it any more: read it here
         else:
@@ -497,21 +502,6 @@ class SyncReader(FacadeLifecycle):
 
 def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
-
-
-def _never_started(sync: SyncReader) -> Reader:
-    """What stats() reads for a SyncReader closed before first use: a closed, unused Reader."""
-    from ..aio.reader import Reader
-
-    reader = Reader(
-        sync.topic,
-        sync.channel,
-        nsqd_tcp_addresses=sync._nsqd,
-        lookupd_http_addresses=sync._lookupd,
-        config=sync.config,
-    )
-    reader._close_unstarted()
-    return reader
 
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
