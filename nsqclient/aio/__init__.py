@@ -1,4 +1,4 @@
-"""The asyncio core: connections, Writer, Reader, lookupd discovery and HTTP helpers.
+"""The asyncio core: connections, Writer, Reader and lookupd discovery.
 
 Everything here runs on one event loop and needs no locks; the blocking facade in
 :mod:`nsqclient.sync` drives these same objects from a background loop thread.
@@ -38,12 +38,12 @@ __all__ = [
 _HTTP_NAMES = frozenset({"LookupResult", "LookupdHTTPClient", "Node", "NsqdHTTPClient", "Producer"})
 
 if TYPE_CHECKING:
-    from .http import LookupdHTTPClient, LookupResult, Node, NsqdHTTPClient, Producer
+    from ..http import LookupdHTTPClient, LookupResult, Node, NsqdHTTPClient, Producer
 
 
 def __getattr__(name: str) -> Any:
     if name in _HTTP_NAMES:
-        from . import http
+        from .. import http
 
         return getattr(http, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,6 +29,7 @@ import ssl
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..addresses import format_address
 from ..errors import (
     ClosedError,
     ConnectError,
@@ -58,7 +59,6 @@ from ..protocol.frames import (
 )
 from ..protocol.handshake import EnableCompression, Handshake, HandshakeDone, Send, StartTLS
 from ..protocol.identify import AuthResponse, IdentifyOptions, IdentifyResponse
-from .addresses import format_address
 
 if TYPE_CHECKING:
     from ..config import Config

@@ -13,8 +13,8 @@ import logging
 import random
 from collections.abc import Callable, Sequence
 
+from ..addresses import Address, parse_address
 from ..config import Config
-from .addresses import Address, parse_address
 
 __all__ = ["LookupdPoller"]
 
@@ -35,7 +35,7 @@ class LookupdPoller:
         topic: str | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        from .http import LookupdHTTPClient
+        from ..http import LookupdHTTPClient
 
         if not addresses:
             raise ValueError("LookupdPoller needs at least one lookupd address")

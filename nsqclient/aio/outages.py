@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 
-from .addresses import Address, format_address
+from ..addresses import Address, format_address
 from .connection import Connection
 
 __all__ = ["REPEAT_WARNING_AFTER", "Outages"]

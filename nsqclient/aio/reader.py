@@ -28,18 +28,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from functools import partial
 from typing import Any
 
+from ..addresses import (
+    Address,
+    parse_addresses,
+    parse_http_addresses,
+    require_addresses,
+)
 from ..config import Config
 from ..errors import ClosedError, ConfigError, NSQError, ResponseFailedError, ServerError
 from ..flow import Outcome, RdyChange, RdyController, ReconnectBackoff, worth_retrying
 from ..message import _DONE, Message
 from ..protocol.identify import IdentifyOptions
 from ..protocol.names import validate_channel, validate_topic
-from .addresses import (
-    Address,
-    parse_addresses,
-    parse_http_addresses,
-    require_addresses,
-)
 from .connection import Connection, ConnectionState, Pending, close_all
 from .delivery import Handler, HandlerRunner, MessageQueue, MessageSink, QueueClosed
 from .discovery import LookupdPoller

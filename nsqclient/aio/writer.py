@@ -23,6 +23,14 @@ from collections.abc import Awaitable, Iterable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ..addresses import (
+    Address,
+    format_address,
+    parse_address,
+    parse_addresses,
+    parse_http_addresses,
+    require_addresses,
+)
 from ..config import Config
 from ..errors import (
     ClosedError,
@@ -36,21 +44,13 @@ from ..message import _DONE, Message
 from ..protocol import commands
 from ..protocol.identify import IdentifyOptions
 from ..protocol.names import Body
-from .addresses import (
-    Address,
-    format_address,
-    parse_address,
-    parse_addresses,
-    parse_http_addresses,
-    require_addresses,
-)
 from .connection import Connection, ConnectionState, Pending, ReplyWaiter, close_all
 from .discovery import LookupdPoller
 from .outages import Outages
 from .tls import make_ssl_context
 
 if TYPE_CHECKING:
-    from .http import NsqdHTTPClient
+    from ..http import NsqdHTTPClient
 
 __all__ = ["Writer", "create_writer"]
 
@@ -556,7 +556,7 @@ class Writer:
         loop = self._loop
         assert loop is not None
         if not self._http_clients:
-            from .http import NsqdHTTPClient
+            from ..http import NsqdHTTPClient
 
             verify: Any = self._ssl_context if self._ssl_context is not None else True
             self._http_clients = [
@@ -569,7 +569,7 @@ class Writer:
                 )
                 for url in self._http_fallback
             ]
-        from .http import HTTPConnectError
+        from ..http import HTTPConnectError
 
         deadline = loop.time() + timeout
         clients = self._http_clients

@@ -402,7 +402,7 @@ async def measure_fanout(p: Params, channels: list[str]) -> Measurement:
 
 async def _http_publish(p: Params, http_addresses: list[str], *, batch: bool) -> Measurement:
     make = body_factory(p.payload_size)
-    from ..aio.http import NsqdHTTPClient  # here, so TCP scenarios' peak RSS excludes httpx
+    from ..http import NsqdHTTPClient  # here, so TCP scenarios' peak RSS excludes httpx
 
     clients = [NsqdHTTPClient(a, timeout=p.timeout) for a in http_addresses]
     latencies: array[int] = array("q")

@@ -160,14 +160,14 @@ def resolve_addresses(
 
 def http_addresses(addresses: Sequence[str]) -> list[str]:
     """``host:port`` or ``https://host:port`` -> base URLs our HTTP clients take."""
-    from ..aio.addresses import parse_http_address
+    from ..addresses import parse_http_address
 
     return [parse_http_address(a, 4151) for a in addresses]
 
 
 async def check_lookupds(args: argparse.Namespace, addresses: Sequence[str]) -> None:
     """Fail at once when no lookupd answers (a Reader or Writer would poll them forever)."""
-    from ..aio.http import LookupdHTTPClient
+    from ..http import LookupdHTTPClient
 
     errors: list[BaseException] = []
     for address in http_addresses(addresses):
@@ -189,7 +189,7 @@ async def require_reachable(addresses: Sequence[str], timeout: float) -> None:
     nothing is there. This opens a plain TCP connection (sending the protocol magic, so nsqd
     logs a normal disconnect), nothing more: TLS or AUTH refusals are raised by the client.
     """
-    from ..aio.addresses import format_address, parse_address
+    from ..addresses import format_address, parse_address
     from ..errors import ConnectError
 
     failures: list[str] = []

@@ -104,7 +104,7 @@ def _common_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _clients(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
-    from ..aio.http import SyncLookupdHTTPClient, SyncNsqdHTTPClient
+    from ..http import SyncLookupdHTTPClient, SyncNsqdHTTPClient
 
     addrs = _common.resolve_addresses(args, _KINDS, default="nsqd_http")
     verify = _common.http_verify(args)
@@ -159,7 +159,7 @@ def list_channels(args: argparse.Namespace) -> int:
 
 def _targets(args: argparse.Namespace, nsqds: list[Any], lookupds: list[Any]) -> list[Any]:
     """The nsqd to act on: the direct ones plus those lookupd knows for this topic."""
-    from ..aio.http import SyncNsqdHTTPClient
+    from ..http import SyncNsqdHTTPClient
 
     known = {c.base_url for c in nsqds}
     targets = list(nsqds)

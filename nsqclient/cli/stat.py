@@ -171,7 +171,7 @@ def _cells(row: dict[str, Any]) -> list[str]:
 
 async def nsqd_addresses(args: argparse.Namespace, direct: list[str], lookupds: list[str]) -> Any:
     """Base URLs of the nsqd to poll: the direct ones plus every node lookupd lists."""
-    from ..aio.http import LookupdHTTPClient
+    from ..http import LookupdHTTPClient
 
     found = _common.http_addresses(direct)
     errors: list[BaseException] = []
@@ -192,7 +192,7 @@ async def nsqd_addresses(args: argparse.Namespace, direct: list[str], lookupds: 
 
 
 async def poll(args: argparse.Namespace, addrs: dict[str, list[str]]) -> dict[str, Any]:
-    from ..aio.http import NsqdHTTPClient
+    from ..http import NsqdHTTPClient
 
     urls, errors = await nsqd_addresses(args, addrs["nsqd_http"], addrs["lookupd_http"])
     results: list[dict[str, Any]] = []

@@ -26,13 +26,13 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from ..aio.http import SyncLookupdHTTPClient, SyncNsqdHTTPClient
+    from ..http import SyncLookupdHTTPClient, SyncNsqdHTTPClient
 
 
 def __getattr__(name: str) -> Any:
     """The HTTP helpers (and httpx) load on first use."""
     if name in ("SyncLookupdHTTPClient", "SyncNsqdHTTPClient"):
-        from ..aio import http
+        from .. import http
 
         return getattr(http, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

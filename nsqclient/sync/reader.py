@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..aio.connection import ConnectionState
 from ..aio.delivery import HandlerRunner
+from ..aio.options import validate_client_options
 from ..aio.signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
 from ..config import Config
 from ..errors import ClosedError, ConfigError, NSQError
 from ..message import Message
-from ..protocol.identify import IdentifyOptions
-from ..protocol.names import validate_channel, validate_topic
 from . import portal
 from .bridge import Empty, ThreadSink, is_live
-from .portal import SLICE, Lifetime, LoopThread, register_open, unregister_open
+from .lifecycle import FacadeLifecycle
+from .portal import SLICE, LoopThread
 
 if TYPE_CHECKING:
     from ..aio.reader import Reader
@@ -45,7 +45,7 @@ _SETUP_TIMEOUT = 10.0
 _CONTROL_TIMEOUT = 10.0
 
 
-class SyncReader:
+class SyncReader(FacadeLifecycle):
     """Consume a topic/channel from blocking code. Options are Config fields.
 
     ``for msg in reader`` (or ``reader.get(timeout)``) hands messages to the calling thread;
@@ -53,6 +53,8 @@ class SyncReader:
     ``max_in_flight``) bounds what is delivered, and heartbeats are answered on the loop thread
     however long a handler takes.
     """
+
+    _kind = "SyncReader"
 
     def __init__(
         self,
@@ -66,9 +68,16 @@ class SyncReader:
         **options: Any,
     ) -> None:
         self.config = Config.from_options(config, **options)
-        IdentifyOptions.from_config(self.config)
-        validate_topic(topic)
-        validate_channel(channel)
+        # the core Reader is built on the loop thread on first use (start, iteration, run); its
+        # checks run here, at once, in the caller's thread
+        validate_client_options(
+            self.config,
+            nsqd_tcp_addresses=nsqd_tcp_addresses,
+            lookupd_http_addresses=lookupd_http_addresses,
+            topic=topic,
+            channel=channel,
+            consumer=True,
+        )
         self.topic = topic
         self.channel = channel
         self._nsqd = nsqd_tcp_addresses
@@ -80,41 +89,28 @@ class SyncReader:
         self._work_queue: collections.deque[Message] = collections.deque()  # run()'s workers
         self._stopping = threading.Event()
         self._stopping_flag = False  # mirrors _stopping for the iteration fast path
-        self._closed = False
         self._stop_signals: StopSignals | None = None
-        # The core Reader is built on the loop thread on first use (start, iteration, run);
-        # building one here checks the addresses and options in the caller's thread, at once
-        # (and stands in for it in stats() if this SyncReader is closed before first use).
-        self._reader = _validate(self)
-        self._close_claim = threading.Lock()
-        self._generation = -1  # != portal.fork_generation: attach on first use
+        self._init_lifecycle()
 
-    def _attach(self) -> None:
-        generation = portal.fork_generation
-        loop_thread = LoopThread.acquire()
-        try:
-            self._reader, self._sink = loop_thread.call(self._setup(loop_thread), _SETUP_TIMEOUT)
-        except BaseException:
-            loop_thread.release()
-            raise
-        self._portal = loop_thread
-        self._life: Lifetime[None] = Lifetime(loop_thread)
+    def _bind(self, loop_thread: LoopThread) -> None:
+        self._reader, self._sink = loop_thread.call(self._setup(loop_thread), _SETUP_TIMEOUT)
         self._start_lock = threading.Lock()
-        if self._generation != -1:  # rebuilding in a forked child: drop the parent's state
-            self._close_claim = threading.Lock()
-            self._local.clear()  # the parent's deliveries, which the parent answers
-            self._iter_threads = {}
-            self._workers = []
-            self._stopping = threading.Event()
-            self._stopping_flag = False
-        register_open(self)
-        self._generation = generation  # last: other threads now see a complete object
+
+    def _forget_parent(self) -> None:
+        self._local.clear()  # the parent's deliveries, which the parent answers
+        self._iter_threads = {}
+        self._workers = []
+        self._stopping = threading.Event()
+        self._stopping_flag = False
 
     async def _setup(self, loop_thread: LoopThread) -> tuple[Reader, ThreadSink]:
+        sink = ThreadSink(loop_thread.thread_id)
+        return self._core_reader(sink), sink
+
+    def _core_reader(self, sink: ThreadSink | None) -> Reader:
         from ..aio.reader import Reader
 
-        sink = ThreadSink(loop_thread.thread_id)
-        reader = Reader(
+        return Reader(
             self.topic,
             self.channel,
             nsqd_tcp_addresses=self._nsqd,
@@ -123,15 +119,6 @@ class SyncReader:
             config=self.config,
             sink=sink,
         )
-        return reader, sink
-
-    def _check(self) -> None:
-        if self._closed:
-            raise ClosedError("this SyncReader was closed; create a new one")
-        if self._generation != portal.fork_generation:
-            with portal.fork_lock():  # forked: the parent's loop and sockets are not ours
-                if self._generation != portal.fork_generation:
-                    self._attach()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -150,32 +137,14 @@ class SyncReader:
                 limit = self._start_timeout() if timeout is None else timeout
                 self._life.enter(self._reader.start, limit)
 
-    def __enter__(self) -> SyncReader:
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
+    def _open(self) -> None:
+        self.start()
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.graceful_close()
-
-    def _claim_close(self, what: str) -> bool:
-        """True for the one caller that gets to close (the first)."""
-        if self._closed:
-            return False
-        if self._generation == portal.fork_generation:
-            self._portal.check_not_in_loop(what)  # refused before anything changes
-        if not self._close_claim.acquire(blocking=False):
-            return False
-        self._closed = True
+    def _on_claimed(self) -> None:
         self._stopping_flag = True
         self._stopping.set()
-        if self._generation == -1:  # never used: nothing to close but the stand-in's state
-            self._reader._close_unstarted()
+        if self._generation == -1:  # never used: no core Reader, nothing to close
             self._restore_signals()
-        return self._generation == portal.fork_generation  # else: the parent's, untouched
 
     def graceful_close(self, timeout: float | None = None) -> None:
         """RDY 0, let handlers finish what they hold (bounded by ``timeout``, default
@@ -215,8 +184,7 @@ class SyncReader:
                 remaining + 10 + _GRACE,
             )
         finally:
-            unregister_open(self)
-            self._portal.release()
+            self._detach()
             self._restore_signals()
 
     def close(self) -> None:
@@ -228,16 +196,11 @@ class SyncReader:
             self._life.exit(self._abort, _CONTROL_TIMEOUT)
             self._join_workers(_GRACE)
         finally:
-            unregister_open(self)
-            self._portal.release()
+            self._detach()
             self._restore_signals()
 
     async def _abort(self) -> None:
         await self._reader.close()
-
-    def _close_at_exit(self, timeout: float) -> None:
-        if not self._closed:
-            self.graceful_close(timeout)
 
     def _hand_back_local(self) -> None:
         local = self._local
@@ -516,7 +479,11 @@ class SyncReader:
         queue). Works after close too (the last counters)."""
         if not self._closed:
             self._check()
-        reader = self._reader
+        if self._generation == -1:  # closed before first use: a core Reader that never ran
+            reader = self._core_reader(None)
+            reader._close_unstarted()
+        else:
+            reader = self._reader
         if reader.is_closed or self._generation != portal.fork_generation:
             result = reader.stats()  # nothing changes it any more: read it here
         else:
@@ -529,29 +496,12 @@ class SyncReader:
         result["queued"] += local + len(self._work_queue)
         return result
 
-    @property
-    def is_closed(self) -> bool:
-        """True once a close began (close, graceful_close, the with block's end, a signal)."""
-        return self._closed
-
     def __repr__(self) -> str:
         return f"<SyncReader {self.topic}/{self.channel} {'closed' if self._closed else 'open'}>"
 
 
 def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
-
-
-def _validate(sync: SyncReader) -> Reader:
-    from ..aio.reader import Reader
-
-    return Reader(
-        sync.topic,
-        sync.channel,
-        nsqd_tcp_addresses=sync._nsqd,
-        lookupd_http_addresses=sync._lookupd,
-        config=sync.config,
-    )
 
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import threading
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..aio.options import validate_client_options
 from ..config import Config
 from ..errors import ClosedError
 from ..protocol import commands
-from ..protocol.identify import IdentifyOptions
 from ..protocol.names import Body
-from . import portal
-from .portal import Lifetime, LoopThread, register_open, unregister_open
+from .lifecycle import FacadeLifecycle
+from .portal import LoopThread
 from .publish import PublishQueue, PublishTicket
 
 if TYPE_CHECKING:
@@ -34,7 +33,7 @@ _GRACE = 2.0  # seconds a thread waits beyond the publish timeout before giving 
 _SETUP_TIMEOUT = 10.0
 
 
-class SyncWriter:
+class SyncWriter(FacadeLifecycle):
     """Publish to nsqd from blocking code. Thread-safe; share one per process.
 
     ``max_queued_publishes`` bounds the publishes waiting to cross to the loop; when it is full,
@@ -45,6 +44,8 @@ class SyncWriter:
     ``http_fallback_addresses`` are the core Writer's: nsqd HTTP addresses used while no TCP
     connection is up.
     """
+
+    _kind = "SyncWriter"
 
     def __init__(
         self,
@@ -57,7 +58,15 @@ class SyncWriter:
         **options: Any,
     ) -> None:
         self.config = Config.from_options(config, **options)
-        IdentifyOptions.from_config(self.config)  # bad options fail here, in the caller's thread
+        # the core Writer is built on the loop thread on first use (so creating a SyncWriter
+        # starts no thread, e.g. in a pre-fork server's master); its checks run here, at once,
+        # in the caller's thread
+        validate_client_options(
+            self.config,
+            nsqd_tcp_addresses=nsqd_tcp_addresses,
+            lookupd_http_addresses=lookupd_http_addresses,
+            http_fallback_addresses=http_fallback_addresses,
+        )
         if (
             isinstance(max_queued_publishes, bool)
             or not isinstance(max_queued_publishes, int)
@@ -69,29 +78,11 @@ class SyncWriter:
         self._http_fallback = http_fallback_addresses
         self._max_queued = max_queued_publishes
         self._publish_timeout = self.config.seconds("publish_timeout")
-        self._closed = False
-        # The core Writer is built on the loop thread on first use (so creating a SyncWriter
-        # starts no thread, e.g. in a pre-fork server's master); building one here checks the
-        # addresses and TLS options in the caller's thread, at once.
-        _validate(self._nsqd, self._lookupd, self._http_fallback, self.config)
-        self._close_claim = threading.Lock()
-        self._generation = -1  # != portal.fork_generation: attach on first use
+        self._init_lifecycle()
 
-    def _attach(self) -> None:
+    def _bind(self, loop_thread: LoopThread) -> None:
         """Create the core objects on the (possibly new, after fork) loop thread."""
-        generation = portal.fork_generation
-        loop_thread = LoopThread.acquire()
-        try:
-            self._writer, self._queue = loop_thread.call(self._setup(), _SETUP_TIMEOUT)
-        except BaseException:
-            loop_thread.release()
-            raise
-        self._portal = loop_thread
-        self._life: Lifetime[None] = Lifetime(loop_thread)
-        if self._generation != -1:  # rebuilding in a forked child: the parent's claim is moot
-            self._close_claim = threading.Lock()
-        register_open(self)
-        self._generation = generation  # last: other threads now see a complete object
+        self._writer, self._queue = loop_thread.call(self._setup(), _SETUP_TIMEOUT)
 
     async def _setup(self) -> tuple[Writer, PublishQueue]:
         from ..aio.writer import Writer
@@ -106,14 +97,6 @@ class SyncWriter:
             self._max_queued, writer.publish_to, writer.wait_ready, writer.publish_done
         )
         return writer, queue
-
-    def _check(self) -> None:
-        if self._closed:
-            raise ClosedError("this SyncWriter was closed; create a new one")
-        if self._generation != portal.fork_generation:
-            with portal.fork_lock():  # forked: the parent's loop and sockets are not ours
-                if self._generation != portal.fork_generation:
-                    self._attach()
 
     # ------------------------------------------------------------------ publishing
 
@@ -224,23 +207,8 @@ class SyncWriter:
         else:
             self._portal.call(self._writer.connect(), limit)
 
-    def __enter__(self) -> SyncWriter:
-        try:
-            self.connect()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.graceful_close()
-
-    def _claim_close(self) -> bool:
-        """True for the one caller that gets to close (the first)."""
-        if self._closed or not self._close_claim.acquire(blocking=False):
-            return False
-        self._closed = True
-        return True
+    def _open(self) -> None:
+        self.connect()
 
     def graceful_close(self, timeout: float | None = None) -> None:
         """Publish what is queued and wait for every acknowledgement, then close.
@@ -249,14 +217,8 @@ class SyncWriter:
         unacknowledged then fails (ClosedError or ConnectionClosedError). Idempotent; any
         thread but the nsqclient loop thread.
         """
-        if self._closed:
-            return
-        if self._generation == portal.fork_generation:
-            self._portal.check_not_in_loop("SyncWriter.graceful_close")
-        if not self._claim_close():
-            return
-        if self._generation != portal.fork_generation:
-            return  # created before a fork and never used here: the parent owns those sockets
+        if not self._claim_close("SyncWriter.graceful_close"):
+            return  # closed already, never used, or the parent's (created before a fork)
         limit = self.config.seconds("close_timeout") if timeout is None else timeout
         try:
             self._life.exit(lambda: self._graceful(limit), limit + _GRACE + 5)
@@ -272,13 +234,7 @@ class SyncWriter:
     def close(self) -> None:
         """Close at once: queued and unacknowledged publishes raise (ClosedError or
         ConnectionClosedError)."""
-        if self._closed:
-            return
-        if self._generation == portal.fork_generation:
-            self._portal.check_not_in_loop("SyncWriter.close")
-        if not self._claim_close():
-            return
-        if self._generation != portal.fork_generation:
+        if not self._claim_close("SyncWriter.close"):
             return
         try:
             self._life.exit(self._abort, 10)
@@ -288,14 +244,6 @@ class SyncWriter:
     async def _abort(self) -> None:
         self._queue.abort(ClosedError("the SyncWriter was closed before this publish was sent"))
         await self._writer.close()
-
-    def _detach(self) -> None:
-        unregister_open(self)
-        self._portal.release()
-
-    def _close_at_exit(self, timeout: float) -> None:
-        if not self._closed:
-            self.graceful_close(timeout)
 
     # ------------------------------------------------------------------ sharing
 
@@ -318,11 +266,6 @@ class SyncWriter:
         result["queued"] = len(self._queue)
         return result
 
-    @property
-    def is_closed(self) -> bool:
-        """True once close() or graceful_close() began; publishing then raises ClosedError."""
-        return self._closed
-
     def __repr__(self) -> str:
         core = getattr(self, "_writer", None)
         return f"<SyncWriter {'closed' if self._closed else 'open'} {core!r}>"
@@ -330,14 +273,3 @@ class SyncWriter:
 
 async def _stats(writer: Writer) -> dict[str, Any]:
     return writer.stats()
-
-
-def _validate(nsqd: object, lookupd: object, http_fallback: object, config: Config) -> None:
-    from ..aio.writer import Writer
-
-    Writer(
-        nsqd,  # type: ignore[arg-type]
-        lookupd_http_addresses=lookupd,  # type: ignore[arg-type]
-        http_fallback_addresses=http_fallback,  # type: ignore[arg-type]
-        config=config,
-    )

@@ -20,9 +20,9 @@ import pytest
 
 from nsqclient.aio import Reader
 from nsqclient.aio.connection import Connection
-from nsqclient.aio.http import NsqdHTTPClient
 from nsqclient.config import Config
 from nsqclient.errors import ResponseFailedError
+from nsqclient.http import NsqdHTTPClient
 from nsqclient.message import Message
 from nsqclient.protocol.identify import IdentifyOptions
 from nsqclient.testing.daemons import NsqdProcess

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsqclient.aio.addresses import (
+from nsqclient.addresses import (
     format_address,
     parse_address,
     parse_addresses,

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from nsqclient.aio.http import (
+from nsqclient.errors import ConnectError, MessageTooLargeError
+from nsqclient.http import (
     HTTPConnectError,
     HTTPError,
     HTTPTimeoutError,
@@ -31,7 +32,6 @@ from nsqclient.aio.http import (
     SyncLookupdHTTPClient,
     SyncNsqdHTTPClient,
 )
-from nsqclient.errors import ConnectError, MessageTooLargeError
 from nsqclient.testing.certs import CertBundle
 from nsqclient.testing.daemons import free_port
 

@@ -17,22 +17,6 @@ from typing import Any
 import httpx
 import pytest
 
-from nsqclient.aio.http import (
-    ACCEPT,
-    HTTPConnectError,
-    HTTPError,
-    HTTPProtocolError,
-    HTTPTimeoutError,
-    LookupdHTTPClient,
-    LookupResult,
-    Node,
-    NsqdHTTPClient,
-    Producer,
-    SyncLookupdHTTPClient,
-    SyncNsqdHTTPClient,
-    decode_response,
-)
-from nsqclient.aio.http._core import NsqdCalls
 from nsqclient.errors import (
     ClosedError,
     ConfigError,
@@ -47,6 +31,22 @@ from nsqclient.errors import (
     NSQTimeoutError,
     ProtocolError,
 )
+from nsqclient.http import (
+    ACCEPT,
+    HTTPConnectError,
+    HTTPError,
+    HTTPProtocolError,
+    HTTPTimeoutError,
+    LookupdHTTPClient,
+    LookupResult,
+    Node,
+    NsqdHTTPClient,
+    Producer,
+    SyncLookupdHTTPClient,
+    SyncNsqdHTTPClient,
+    decode_response,
+)
+from nsqclient.http._core import NsqdCalls
 from nsqclient.protocol import commands
 
 pytestmark = pytest.mark.timeout(10)
@@ -466,7 +466,7 @@ def test_publish_command_refuses_anything_else(data: bytes) -> None:
 def test_a_connection_broken_after_sending_is_marked_sent() -> None:
     """The Writer's HTTP fallback moves on to another nsqd only when nothing was sent: a
     request that broke mid-way may have been applied, and sending it elsewhere would duplicate."""
-    from nsqclient.aio.http._errors import error_from_transport
+    from nsqclient.http._errors import error_from_transport
 
     request = httpx.Request("POST", "http://127.0.0.1:4151/pub?topic=t")
     refused = error_from_transport(httpx.ConnectError("refused", request=request), "u")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nsqclient.aio.http import SyncNsqdHTTPClient
+from nsqclient.http import SyncNsqdHTTPClient
 
 from .conftest import channel_stats, channels_of, cli, topic_stats, unique, wait_until
 

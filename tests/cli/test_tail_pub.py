@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from nsqclient.aio.http import SyncNsqdHTTPClient
+from nsqclient.http import SyncNsqdHTTPClient
 
 from .conftest import (
     DEADLINE,

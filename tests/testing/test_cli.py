@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nsqclient.aio import Reader, Writer
-from nsqclient.aio.http import NsqdHTTPClient
+from nsqclient.http import NsqdHTTPClient
 from nsqclient.sync import SyncWriter
 from nsqclient.testing.certs import CertBundle, make_certs
 

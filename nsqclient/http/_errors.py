@@ -12,7 +12,7 @@ import ssl
 
 import httpx
 
-from ...errors import HTTPConnectError, HTTPError, HTTPProtocolError, HTTPTimeoutError
+from ..errors import HTTPConnectError, HTTPError, HTTPProtocolError, HTTPTimeoutError
 
 __all__ = [
     "HTTPConnectError",

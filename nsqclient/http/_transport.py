@@ -13,9 +13,9 @@ from typing import Any, ClassVar, Self, TypeVar
 
 import httpx
 
-from ...config import default_user_agent
-from ...errors import ClosedError, ConfigError
 from ..addresses import parse_http_address
+from ..config import default_user_agent
+from ..errors import ClosedError, ConfigError
 from ._core import ACCEPT, Call
 from ._errors import error_from_transport
 

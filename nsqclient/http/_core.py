@@ -16,9 +16,9 @@ from typing import Any, Generic, Literal, TypeVar
 
 import httpx
 
-from ...errors import ConfigError, InvalidArgumentError, MessageTooLargeError
-from ...protocol import commands
-from ...protocol.names import check_body, validate_channel, validate_topic
+from ..errors import ConfigError, InvalidArgumentError, MessageTooLargeError
+from ..protocol import commands
+from ..protocol.names import check_body, validate_channel, validate_topic
 from ._errors import HTTPError, HTTPProtocolError
 from ._models import LookupResult, Node, Producer
 

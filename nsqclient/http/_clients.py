@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 
-from ...protocol import commands
-from ...protocol.names import Body
+from ..protocol import commands
+from ..protocol.names import Body
 from ._core import LookupdCalls, NsqdCalls, info_call, ping_call
 from ._models import LookupResult, Node, Producer
 from ._transport import AsyncTransport, SyncTransport, Verify
