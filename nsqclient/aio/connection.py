@@ -27,7 +27,7 @@ import enum
 import logging
 import ssl
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..addresses import format_address
 from ..errors import (
@@ -67,7 +67,11 @@ __all__ = ["Connection", "ConnectionOwner", "ConnectionState", "Pending", "close
 
 log = logging.getLogger("nsqclient.connection")
 
-_NOP = b"NOP\n"
+_NOP: Final = commands.nop()
+_fin = commands.fin_unchecked
+_req = commands.req_unchecked
+_touch = commands.touch_unchecked
+_rdy = commands.rdy_unchecked
 #: Bytes handed to the transport per write when a lot is queued. asyncio (3.11) keeps unsent
 #: bytes in one bytearray and moves the whole remainder after every partial send, so handing it
 #: hundreds of megabytes at once is quadratic; bigger batches go out in slices of this size,
@@ -427,7 +431,7 @@ class Connection(asyncio.Protocol):
 
     def _on_error_frame(self, frame: ErrorFrame) -> None:
         error = frame.to_exception(self.address)
-        if isinstance(error, ResponseFailedError):
+        if isinstance(error, ResponseFailedError):  # the non-fatal family (errors.NON_FATAL_CODES)
             owner = self.owner
             if owner is not None:
                 owner.on_response_error(self, error)
@@ -657,7 +661,7 @@ class Connection(asyncio.Protocol):
         if count > max_rdy:
             count = max_rdy
         self.rdy = count
-        self._write(b"RDY %d\n" % count)
+        self._write(_rdy(count))
 
     @property
     def max_rdy_count(self) -> int:
@@ -709,7 +713,7 @@ class Connection(asyncio.Protocol):
             # first, as go-nsq does: a RDY this result causes (backoff) goes out before the FIN,
             # so nsqd cannot fill the freed slot before it sees the new RDY
             owner.on_message_result(self, msg, True, False)
-        self._wbuf.append(b"FIN " + msg.id + b"\n")
+        self._wbuf.append(_fin(msg.id))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)  # type: ignore[union-attr]
@@ -733,7 +737,7 @@ class Connection(asyncio.Protocol):
         owner = self.owner
         if owner is not None:
             owner.on_message_result(self, msg, False, backoff)  # RDY 0 before the REQ
-        self._write(b"REQ %s %d\n" % (msg.id, delay_ms))
+        self._write(_req(msg.id, delay_ms))
 
     def message_touch(self, msg: Message) -> None:
         """Write TOUCH for ``msg`` (reset nsqd's message timeout) if this connection holds it.
@@ -741,7 +745,7 @@ class Connection(asyncio.Protocol):
         Called through :meth:`Message.touch`. Loop thread only.
         """
         if self.in_flight.get(msg.id) is msg and self.state is not ConnectionState.CLOSED:
-            self._write(b"TOUCH " + msg.id + b"\n")
+            self._write(_touch(msg.id))
 
     # ------------------------------------------------------------------ liveness
 

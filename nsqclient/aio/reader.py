@@ -36,7 +36,14 @@ from ..addresses import (
 )
 from ..config import Config
 from ..errors import ClosedError, ConfigError, NSQError, ResponseFailedError, ServerError
-from ..flow import Outcome, RdyChange, RdyController, ReconnectBackoff, worth_retrying
+from ..flow import (
+    Outcome,
+    RdyChange,
+    RdyController,
+    ReconnectBackoff,
+    should_give_up,
+    worth_retrying,
+)
 from ..message import _DONE, Message
 from ..protocol.identify import IdentifyOptions
 from ..protocol.names import validate_channel, validate_topic
@@ -366,34 +373,21 @@ class Reader:
         max_attempts = self._max_attempts
         if max_attempts:
             for msg in messages:
-                if msg.attempts > max_attempts:
+                if should_give_up(msg.attempts, max_attempts):
                     messages = self._give_up_some(messages)
                     break
         if self._direct:
             runner = self._runner
             assert runner is not None
-            handler = runner.handler
-            auto_fin = runner.auto_fin
-            for msg in messages:
-                try:
-                    result = handler(msg)
-                except Exception:
-                    runner.failed(msg)
-                    continue
-                if result is None:  # the common case, inline: FIN unless answered or taken over
-                    if auto_fin and not msg._responded and msg._auto:
-                        msg.fin()
-                elif inspect.isawaitable(result):
-                    self._spawn_handler(runner.finish(msg, result))
-                else:
-                    runner.succeeded(msg, result)
+            runner.run_batch(messages, self._spawn_handler)
         elif messages:
             self._sink.put(messages)
 
     def _give_up_some(self, messages: list[Message]) -> list[Message]:
         keep = []
+        max_attempts = self._max_attempts
         for msg in messages:
-            if msg.attempts > self._max_attempts:
+            if should_give_up(msg.attempts, max_attempts):
                 self._give_up(msg)
             else:
                 keep.append(msg)
