@@ -2,7 +2,7 @@
 
 The connection is an ``asyncio.Protocol`` feeding :class:`~nsqclient.protocol.FrameDecoder`
 directly from ``data_received``, so a chunk of N message frames costs one decoder call and one
-``on_messages`` call to the owner. Every command written during one loop iteration is joined and
+``_on_messages`` call to the owner. Every command written during one loop iteration is joined and
 written once at the end of it (``call_soon``), so a burst of FINs or pipelined PUBs is one syscall.
 
 Reply-producing commands (SUB, PUB, MPUB, DPUB, CLS) are matched to responses in FIFO order. An
@@ -91,21 +91,25 @@ class ConnectionState(enum.Enum):
 
 
 class ConnectionOwner(Protocol):
-    """What a Reader or Writer hears from its connections. Called on the loop thread."""
+    """What a Reader or Writer hears from its connections. Called on the loop thread.
 
-    #: whether every FIN must be reported through ``on_message_result`` (else only counted)
-    watch_fin: bool
+    Internal: the members carry underscore names so they stay off the Reader's and Writer's
+    public surface (go-nsq's private delegate, without the extra hop per call).
+    """
 
-    def on_messages(self, conn: Connection, messages: list[Message]) -> None: ...
+    #: whether every FIN must be reported through ``_on_message_result`` (else only counted)
+    _watch_fin: bool
 
-    def on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
+    def _on_messages(self, conn: Connection, messages: list[Message]) -> None: ...
+
+    def _on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
         """A FIN (``fin=True``) or REQ was written for ``msg``."""
 
-    def on_response_error(self, conn: Connection, error: ResponseFailedError) -> None: ...
+    def _on_response_error(self, conn: Connection, error: ResponseFailedError) -> None: ...
 
-    def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None: ...
+    def _on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None: ...
 
-    def on_fatal_error(
+    def _on_fatal_error(
         self, conn: Connection, error: ServerError, unexecuted: list[Pending]
     ) -> bool:
         """nsqd answered with a fatal ``error`` and is closing ``conn``; heard before the
@@ -400,7 +404,7 @@ class Connection(asyncio.Protocol):
                 len(messages),
             )
             return
-        owner.on_messages(self, messages)
+        owner._on_messages(self, messages)
 
     def _on_response(self, event: Response) -> None:
         """After the handshake the only replies are ``OK`` (handled in ``_dispatch``) and
@@ -434,7 +438,7 @@ class Connection(asyncio.Protocol):
         if isinstance(error, ResponseFailedError):  # the non-fatal family (errors.NON_FATAL_CODES)
             owner = self.owner
             if owner is not None:
-                owner.on_response_error(self, error)
+                owner._on_response_error(self, error)
             else:
                 log.warning("%s", error)
             return
@@ -451,7 +455,7 @@ class Connection(asyncio.Protocol):
         # marked unusable before the waiter, which may publish again at once, hears of it)
         self.abort(error)
         owner = self.owner
-        taken = owner is not None and owner.on_fatal_error(self, error, unexecuted)
+        taken = owner is not None and owner._on_fatal_error(self, error, unexecuted)
         if waiter is not None and not waiter.done():
             waiter.set_exception(error)
         if unexecuted and not taken:
@@ -490,7 +494,7 @@ class Connection(asyncio.Protocol):
                     self.address,
                     cause if cause is not None else "nsqd closed it (shutting down or restarting?)",
                 )
-            owner.on_connection_lost(self, cause)
+            owner._on_connection_lost(self, cause)
         # answers to what is left can no longer be sent (nsqd redelivers after its timeout);
         # an empty ledger is also what makes message_fin a no-op from now on
         self.in_flight.clear()
@@ -709,10 +713,10 @@ class Connection(asyncio.Protocol):
             return
         self.messages_finished += 1
         owner = self.owner
-        if owner is not None and owner.watch_fin:
+        if owner is not None and owner._watch_fin:
             # first, as go-nsq does: a RDY this result causes (backoff) goes out before the FIN,
             # so nsqd cannot fill the freed slot before it sees the new RDY
-            owner.on_message_result(self, msg, True, False)
+            owner._on_message_result(self, msg, True, False)
         self._wbuf.append(_fin(msg.id))
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -736,7 +740,7 @@ class Connection(asyncio.Protocol):
         self.messages_requeued += 1
         owner = self.owner
         if owner is not None:
-            owner.on_message_result(self, msg, False, backoff)  # RDY 0 before the REQ
+            owner._on_message_result(self, msg, False, backoff)  # RDY 0 before the REQ
         self._write(_req(msg.id, delay_ms))
 
     def message_touch(self, msg: Message) -> None:

@@ -55,7 +55,7 @@ from .signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
 from .tls import make_ssl_context
 from .tracker import MessageTracker
 
-__all__ = ["Reader", "ReaderState", "create_reader"]
+__all__ = ["Reader", "ReaderState"]
 
 log = logging.getLogger("nsqclient.reader")
 
@@ -123,7 +123,7 @@ class Reader:
         self.tracker = MessageTracker(self._update_watch)
         #: connections report each FIN only while this is true (backoff, or someone waits for
         #: the tracker to empty): the common FIN then costs no call into the Reader
-        self.watch_fin = False
+        self._watch_fin = False
         self._flow = RdyController.from_config(self.config)
         self._queue = MessageQueue()
         self._sink: MessageSink = sink if sink is not None else self._queue
@@ -334,7 +334,7 @@ class Reader:
             except Exception as exc:
                 self._outages.failed(addr, exc, backoff.base_delay(backoff.attempts))
 
-    def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
+    def _on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
         addr = (conn.host, conn.port)
         if self._conns.get(addr) is conn:
             del self._conns[addr]
@@ -363,7 +363,7 @@ class Reader:
 
     # ------------------------------------------------------------------ the read path
 
-    def on_messages(self, conn: Connection, messages: list[Message]) -> None:
+    def _on_messages(self, conn: Connection, messages: list[Message]) -> None:
         self._flow.messages_received(conn, len(messages), conn.last_message_time)
         self.received += len(messages)
         if self._state is not ReaderState.RUNNING:
@@ -418,9 +418,9 @@ class Reader:
         return self._finished_closed + sum(c.messages_finished for c in self._conns.values())
 
     def _update_watch(self) -> None:
-        self.watch_fin = self._flow.in_backoff or self.tracker.has_waiters
+        self._watch_fin = self._flow.in_backoff or self.tracker.has_waiters
 
-    def on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
+    def _on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
         flow = self._flow
         if fin:
             if flow.in_backoff:
@@ -434,11 +434,11 @@ class Reader:
         if self.tracker.has_waiters:
             self.tracker.notify()
 
-    def on_response_error(self, conn: Connection, error: ResponseFailedError) -> None:
+    def _on_response_error(self, conn: Connection, error: ResponseFailedError) -> None:
         self.response_errors += 1
         log.warning("%s (the message probably timed out on nsqd; it will be redelivered)", error)
 
-    def on_fatal_error(
+    def _on_fatal_error(
         self, conn: Connection, error: ServerError, unexecuted: list[Pending]
     ) -> bool:
         """ConnectionOwner: a Reader's pending replies (SUB, CLS) belong to that connection, so
@@ -464,7 +464,7 @@ class Reader:
             self._flow_at = at
             if at is not None and self._loop is not None:
                 self._flow_handle = self._loop.call_at(at, self._on_flow_timer)
-        self.watch_fin = self._flow.in_backoff or self.tracker.has_waiters
+        self._watch_fin = self._flow.in_backoff or self.tracker.has_waiters
 
     def _on_flow_timer(self) -> None:
         self._flow_handle = None
@@ -1055,25 +1055,3 @@ async def _await_and_log(aw: Awaitable[Any]) -> None:
         await aw
     except Exception:
         log.exception("on_giving_up hook failed")
-
-
-async def create_reader(
-    nsqd_tcp_addresses: Iterable[object] | str | None = None,
-    max_in_flight: int = 1,
-    lookupd_http_addresses: Iterable[object] | str | None = None,
-    *,
-    topic: str | None = None,
-    channel: str | None = None,
-    **options: Any,
-) -> Reader:
-    """Build a Reader (asyncnsq's signature); call ``await reader.subscribe(topic, channel)``."""
-    reader = Reader(
-        topic,
-        channel,
-        nsqd_tcp_addresses=nsqd_tcp_addresses,
-        lookupd_http_addresses=lookupd_http_addresses,
-        max_in_flight=max_in_flight,
-        **options,
-    )
-    await reader.connect()
-    return reader
