@@ -192,7 +192,7 @@ class Connection(asyncio.Protocol):
         self._last_read = 0.0  # when the last complete frame was decoded (after the handshake)
         #: since when the oldest pending request has waited: its send, or the previous reply
         self._waiting_since = 0.0
-        self._stuck_after = config.seconds("publish_timeout")
+        self._stuck_after = config.sec.publish_timeout
         self._write_paused_at: float | None = None
         self._paused_buffer_size = 0
         self._drain_waiters: list[asyncio.Future[None]] = []
@@ -200,7 +200,7 @@ class Connection(asyncio.Protocol):
         hb_s = (hb if hb > 0 else 30_000) / 1000.0
         #: without heartbeats silence is only suspicious while a reply is awaited
         self._heartbeats_off = hb < 0
-        self._dead_after = 2 * hb_s if hb >= 0 else config.seconds("read_timeout")
+        self._dead_after = 2 * hb_s if hb >= 0 else config.sec.read_timeout
         self._tick_interval = min(0.25, hb_s / 4)
 
     # ------------------------------------------------------------------ setup
@@ -213,7 +213,7 @@ class Connection(asyncio.Protocol):
         loop = self._loop = asyncio.get_running_loop()
         self._closed_future = loop.create_future()
         try:
-            async with asyncio.timeout(self.config.seconds("dial_timeout")):
+            async with asyncio.timeout(self.config.sec.dial_timeout):
                 await loop.create_connection(lambda: self, self.host, self.port)
         except BaseException as exc:
             if self.state is not ConnectionState.CLOSED:  # no transport: nothing else will
@@ -226,7 +226,7 @@ class Connection(asyncio.Protocol):
             )
             raise ConnectError(f"cannot connect: {reason}", address=self.address) from exc
         try:
-            async with asyncio.timeout(self.config.seconds("read_timeout")):
+            async with asyncio.timeout(self.config.sec.read_timeout):
                 await self._handshake()
             if self.state is ConnectionState.CLOSED:
                 # nsqd answered the last handshake step and hung up in the same breath
@@ -648,9 +648,7 @@ class Connection(asyncio.Protocol):
         connection is not open. Call on the connection's loop.
         """
         data = commands.sub(topic, channel)
-        await self.request(
-            data, timeout if timeout is not None else self.config.seconds("read_timeout")
-        )
+        await self.request(data, timeout if timeout is not None else self.config.sec.read_timeout)
         self.state = ConnectionState.SUBSCRIBED
 
     def send_rdy(self, count: int) -> None:
@@ -735,7 +733,7 @@ class Connection(asyncio.Protocol):
         if delay_ms is None:
             config = self.config
             delay_ms = requeue_delay_ms(
-                msg.attempts, config.ms("default_requeue_delay"), config.ms("max_requeue_delay")
+                msg.attempts, config.msec.default_requeue_delay, config.msec.max_requeue_delay
             )
         self.messages_requeued += 1
         owner = self.owner
@@ -798,7 +796,7 @@ class Connection(asyncio.Protocol):
             if size < self._paused_buffer_size:  # nsqd is reading, only slower than we write
                 self._paused_buffer_size = size
                 self._write_paused_at = now
-            elif now - paused > self.config.seconds("write_timeout"):
+            elif now - paused > self.config.sec.write_timeout:
                 self.abort(
                     NSQTimeoutError(
                         "write timed out: nsqd read nothing for write_timeout",

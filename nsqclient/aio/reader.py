@@ -606,7 +606,7 @@ class Reader:
             for c in self._conns.values()
             if c.identify_response is not None
         ]
-        ms = min(timeouts) if timeouts else (self.config.ms("msg_timeout") or 60_000)
+        ms = min(timeouts) if timeouts else (self.config.msec.msg_timeout or 60_000)
         return max(0.05, ms / 2000.0)
 
     def _touch_cap(self) -> float:
@@ -698,7 +698,7 @@ class Reader:
         current = asyncio.current_task()
         task = self._close_task or self._closing_task
         if task is None:
-            wait = self.config.seconds("close_timeout") if timeout is None else timeout
+            wait = self.config.sec.close_timeout if timeout is None else timeout
             task = self._closing_task = asyncio.get_running_loop().create_task(
                 self._close_gracefully(wait, requeue_in_hand, holders),
                 name="nsq-reader-close",
@@ -750,7 +750,7 @@ class Reader:
         await self._stop_handlers()
         self._requeue_in_flight()
         conns = [c for c in self._conns.values() if c.state is ConnectionState.SUBSCRIBED]
-        cls_timeout = max(1.0, min(5.0, self.config.seconds("read_timeout")))
+        cls_timeout = max(1.0, min(5.0, self.config.sec.read_timeout))
         if conns:
             await asyncio.gather(*(c.cls(cls_timeout) for c in conns), return_exceptions=True)
             # anything that raced RDY 0 arrived before CLOSE_WAIT and was requeued on arrival
@@ -843,7 +843,7 @@ class Reader:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _close_connections(self) -> None:
-        await close_all(self._conns.values(), self.config.seconds("write_timeout") + 1.0)
+        await close_all(self._conns.values(), self.config.sec.write_timeout + 1.0)
         if self._flow_handle is not None:
             self._flow_handle.cancel()
             self._flow_handle = None

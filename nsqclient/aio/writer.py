@@ -113,7 +113,7 @@ class Writer:
         self._outages = Outages(log, "writer")
         cfg = self.config
         self._max_pending = cfg.max_pending_publishes
-        self._publish_timeout = cfg.seconds("publish_timeout")
+        self._publish_timeout = cfg.sec.publish_timeout
         self._max_msg_size = cfg.max_msg_size
         self._max_body_size = cfg.max_body_size
         #: publishes nsqd never executed (pipelined behind a fatal error) waiting for a connection
@@ -164,7 +164,7 @@ class Writer:
                 conns = list(self._conns.values())
                 self._conns.clear()
                 self._healthy.clear()
-                await close_all(conns, self.config.seconds("write_timeout") + 1.0)
+                await close_all(conns, self.config.sec.write_timeout + 1.0)
                 raise refused[0]
             if errors:
                 self._last_error = errors[-1]
@@ -729,7 +729,7 @@ class Writer:
         if loop is not None and self._outstanding:
             fut: asyncio.Future[None] = loop.create_future()
             self._idle_waiters.append(fut)
-            wait = self.config.seconds("close_timeout") if timeout is None else timeout
+            wait = self.config.sec.close_timeout if timeout is None else timeout
             try:
                 async with asyncio.timeout(wait):
                     await fut
@@ -772,7 +772,7 @@ class Writer:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        await close_all(self._conns.values(), self.config.seconds("write_timeout") + 1.0)
+        await close_all(self._conns.values(), self.config.sec.write_timeout + 1.0)
         http_tasks = list(self._http_tasks)
         for http_task in http_tasks:  # graceful_close waited for them (bounded); close() cancelled
             http_task.cancel()
