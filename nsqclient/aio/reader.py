@@ -53,6 +53,7 @@ from .discovery import LookupdPoller
 from .outages import Outages
 from .signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
 from .tls import make_ssl_context
+from .touch import AutoTouch
 from .tracker import MessageTracker
 
 __all__ = ["Reader", "ReaderState"]
@@ -143,10 +144,12 @@ class Reader:
         self._direct = False
         self._concurrency = 1
         self._workers: set[asyncio.Task[None]] = set()
-        self._auto_touch = False
-        self._auto_touch_max: float | None = None
-        self._touch_seen: dict[Message, float] = {}  # auto-touch: when each was first seen
-        self._touch_handle: asyncio.TimerHandle | None = None
+        self._touch = AutoTouch(
+            connections=self._conns.values,
+            messages=self.tracker.messages,
+            running=lambda: self._state is ReaderState.RUNNING,
+            msg_timeout_ms=self.config.msec.msg_timeout,
+        )
         #: tasks that took messages from the queue by iterating (recorded per wait, not per
         #: message); done ones drop out. A close waits for what they hold only while they live.
         self._holders: set[asyncio.Task[Any]] = set()
@@ -195,8 +198,7 @@ class Reader:
         self._state = ReaderState.RUNNING
         if self._runner is not None and not self._direct:
             self._ensure_workers()
-        if self._auto_touch:
-            self._arm_touch()
+        self._touch.arm(self._loop)
         # tasks, so that closing meanwhile cancels them (cleanly, in any phase of the setup)
         results = await asyncio.gather(
             *(self._spawn(self._connect(addr, direct=True)) for addr in self._nsqd_addresses),
@@ -288,8 +290,7 @@ class Reader:
         log.info("subscribed to %s/%s on nsqd %s", self.topic, self.channel, conn.address)
         self._outages.connected(addr, conn)
         self._apply(self._flow.add_connection(conn, conn.max_rdy_count, self._now()))
-        if self._auto_touch:
-            self._arm_touch()  # this nsqd's msg_timeout may call for a shorter touch interval
+        self._touch.arm(self._loop)  # this nsqd's msg_timeout may call for a shorter interval
 
     def _on_producers(self, found: list[Address]) -> None:
         self._lookupd_found = set(found)
@@ -595,58 +596,9 @@ class Reader:
         Messages waiting behind slow handlers (in the queue, or crossing to threads) are kept
         alive as well as those being handled: all of them would otherwise time out on nsqd.
         """
-        self._auto_touch = enabled
-        self._auto_touch_max = max_seconds
-        if enabled and self._state is ReaderState.RUNNING:
-            self._arm_touch()
-
-    def _touch_interval(self) -> float:
-        timeouts = [
-            c.identify_response.msg_timeout
-            for c in self._conns.values()
-            if c.identify_response is not None
-        ]
-        ms = min(timeouts) if timeouts else (self.config.msec.msg_timeout or 60_000)
-        return max(0.05, ms / 2000.0)
-
-    def _touch_cap(self) -> float:
-        if self._auto_touch_max is not None:
-            return self._auto_touch_max
-        caps = [
-            c.identify_response.max_msg_timeout
-            for c in self._conns.values()
-            if c.identify_response is not None
-        ]
-        return (min(caps) if caps else 900_000) / 1000.0
-
-    def _arm_touch(self) -> None:
-        """Keep the touch timer due within one touch interval (which shrinks as nsqd join)."""
-        loop = self._loop
-        if loop is None or not self._auto_touch or self._state is not ReaderState.RUNNING:
-            return
-        at = loop.time() + self._touch_interval()
-        handle = self._touch_handle
-        if handle is not None:
-            if handle.when() <= at:
-                return
-            handle.cancel()
-        self._touch_handle = loop.call_at(at, self._touch_tick)
-
-    def _touch_tick(self) -> None:
-        self._touch_handle = None
-        if self._state is not ReaderState.RUNNING or not self._auto_touch:
-            return
-        now = self._now()
-        cap = self._touch_cap()
-        seen = self._touch_seen
-        current: dict[Message, float] = {}
-        for msg in self.tracker.messages():
-            first = seen.get(msg, now)
-            current[msg] = first
-            if not msg._responded and now - first < cap:
-                msg.touch()
-        self._touch_seen = current  # answered messages drop out
-        self._arm_touch()
+        self._touch.enabled = enabled
+        self._touch.max_seconds = max_seconds
+        self._touch.arm(self._loop)
 
     def messages(self) -> AsyncIterator[Message]:
         """Iterate over messages as they arrive (``async for msg in reader.messages()``)."""
@@ -847,9 +799,7 @@ class Reader:
         if self._flow_handle is not None:
             self._flow_handle.cancel()
             self._flow_handle = None
-        if self._touch_handle is not None:
-            self._touch_handle.cancel()
-            self._touch_handle = None
+        self._touch.cancel()
         self._set_closed()
 
     def _requeue(self, messages: Iterable[Message]) -> None:
