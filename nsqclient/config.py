@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import os
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -24,7 +25,14 @@ from .errors import ConfigError
 if TYPE_CHECKING:
     import ssl
 
-__all__ = ["Config", "ConfigError", "Duration", "default_client_id", "default_user_agent"]
+__all__ = [
+    "Config",
+    "ConfigError",
+    "Duration",
+    "Durations",
+    "default_client_id",
+    "default_user_agent",
+]
 
 Duration = int | float | timedelta
 BackoffStrategy = Literal["exponential", "full_jitter"]
@@ -86,6 +94,33 @@ _TLS_OPTIONS = (
 
 # IDENTIFY durations: ranges are nsqd's and checked by IdentifyOptions; here only the type.
 _WIRE_DURATIONS = ("heartbeat_interval", "output_buffer_timeout", "msg_timeout")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Durations:
+    """Every duration option as a plain float in one unit: ``config.sec`` (seconds, for asyncio
+    timers) or ``config.msec`` (milliseconds, the wire's unit). Attributes, not a name passed
+    as a string, so a misspelt option fails type-checking."""
+
+    dial_timeout: float
+    read_timeout: float
+    write_timeout: float
+    lookupd_poll_interval: float
+    lookupd_poll_timeout: float
+    default_requeue_delay: float
+    max_requeue_delay: float
+    backoff_multiplier: float
+    max_backoff_duration: float
+    low_rdy_idle_timeout: float
+    low_rdy_timeout: float
+    rdy_redistribute_interval: float
+    reconnect_delay: float
+    max_reconnect_delay: float
+    publish_timeout: float
+    close_timeout: float
+    heartbeat_interval: float
+    output_buffer_timeout: float
+    msg_timeout: float
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -335,16 +370,27 @@ class Config:
         secret = self.auth_secret
         return secret.encode() if isinstance(secret, str) else secret
 
+    @functools.cached_property
+    def msec(self) -> Durations:
+        """Every duration option in milliseconds (its stored unit), typed as a float."""
+        return Durations(**{name: float(getattr(self, name)) for name in _DURATION_NAMES})
+
+    @functools.cached_property
+    def sec(self) -> Durations:
+        """Every duration option in seconds, for the asyncio layer's timers."""
+        return Durations(**{name: float(getattr(self, name)) / 1000.0 for name in _DURATION_NAMES})
+
     def ms(self, name: str) -> float:
-        """A duration option in milliseconds (its stored unit), typed as a number."""
+        """A duration option in milliseconds by name (kept for callers; prefer ``msec``)."""
         return float(getattr(self, name))
 
     def seconds(self, name: str) -> float:
-        """A duration option in seconds, for the asyncio layer's timers."""
+        """A duration option in seconds by name (kept for callers; prefer ``sec``)."""
         return float(getattr(self, name)) / 1000.0
 
 
 _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Config))
+_DURATION_NAMES = tuple(f.name for f in dataclasses.fields(Durations))
 
 
 def _to_ms(name: str, value: object) -> float | int:

@@ -428,8 +428,9 @@ def _server_hint(code: str, text: str) -> str:
     return ""
 
 
-#: codes after which nsqd keeps the connection open
-NON_FATAL_CODES = frozenset({"E_FIN_FAILED", "E_REQ_FAILED", "E_TOUCH_FAILED"})
+#: codes after which nsqd keeps the connection open: those of the non-fatal classes (the
+#: :class:`ResponseFailedError` family), so the list has one source
+NON_FATAL_CODES: frozenset[str] = frozenset(code for code, cls in _BY_CODE.items() if not cls.fatal)
 
 
 def error_from_frame(text: str, *, address: str | None = None) -> ServerError:

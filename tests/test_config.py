@@ -67,3 +67,22 @@ def test_tls_options_without_tls_v1_are_refused(options: dict[str, object]) -> N
         Config(**options)  # type: ignore[arg-type]
     assert next(iter(options)) in str(info.value)
     Config(tls_v1=True, **options)  # type: ignore[arg-type]  # with tls_v1 they are fine
+
+
+def test_durations_cover_every_duration_option_in_both_units() -> None:
+    """``config.sec``/``config.msec`` are the typed access to durations: one attribute per
+    duration option (a new option must be added to Durations), each the stored ms value."""
+    import dataclasses
+
+    from nsqclient.config import _DURATION_BOUNDS, _WIRE_DURATIONS, Durations
+
+    names = {f.name for f in dataclasses.fields(Durations)}
+    assert names == {*_DURATION_BOUNDS, *_WIRE_DURATIONS}
+    config = Config(read_timeout=timedelta(seconds=2), msg_timeout=1_500)
+    assert config.sec.read_timeout == 2.0 and config.msec.read_timeout == 2_000.0
+    assert config.sec.msg_timeout == 1.5 and config.msec.msg_timeout == 1_500.0
+    for name in names:
+        assert getattr(config.msec, name) == config.ms(name)
+        assert getattr(config.sec, name) == config.seconds(name)
+    assert config.replace(read_timeout=3_000).sec.read_timeout == 3.0
+    assert config == Config(read_timeout=2_000, msg_timeout=1_500)  # the cache is not a field

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..compat import create_reader, create_writer
 from ..message import Message
 from .connection import Connection, ConnectionState
 from .delivery import MessageSink
-from .reader import Reader, ReaderState, create_reader
+from .reader import Reader, ReaderState
 from .tracker import MessageTracker
-from .writer import Writer, create_writer
+from .writer import Writer
 
 __all__ = [
     "Connection",

@@ -2,7 +2,7 @@
 
 The connection is an ``asyncio.Protocol`` feeding :class:`~nsqclient.protocol.FrameDecoder`
 directly from ``data_received``, so a chunk of N message frames costs one decoder call and one
-``on_messages`` call to the owner. Every command written during one loop iteration is joined and
+``_on_messages`` call to the owner. Every command written during one loop iteration is joined and
 written once at the end of it (``call_soon``), so a burst of FINs or pipelined PUBs is one syscall.
 
 Reply-producing commands (SUB, PUB, MPUB, DPUB, CLS) are matched to responses in FIFO order. An
@@ -27,7 +27,7 @@ import enum
 import logging
 import ssl
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..addresses import format_address
 from ..errors import (
@@ -67,7 +67,11 @@ __all__ = ["Connection", "ConnectionOwner", "ConnectionState", "Pending", "close
 
 log = logging.getLogger("nsqclient.connection")
 
-_NOP = b"NOP\n"
+_NOP: Final = commands.nop()
+_fin = commands.fin_unchecked
+_req = commands.req_unchecked
+_touch = commands.touch_unchecked
+_rdy = commands.rdy_unchecked
 #: Bytes handed to the transport per write when a lot is queued. asyncio (3.11) keeps unsent
 #: bytes in one bytearray and moves the whole remainder after every partial send, so handing it
 #: hundreds of megabytes at once is quadratic; bigger batches go out in slices of this size,
@@ -87,21 +91,25 @@ class ConnectionState(enum.Enum):
 
 
 class ConnectionOwner(Protocol):
-    """What a Reader or Writer hears from its connections. Called on the loop thread."""
+    """What a Reader or Writer hears from its connections. Called on the loop thread.
 
-    #: whether every FIN must be reported through ``on_message_result`` (else only counted)
-    watch_fin: bool
+    Internal: the members carry underscore names so they stay off the Reader's and Writer's
+    public surface (go-nsq's private delegate, without the extra hop per call).
+    """
 
-    def on_messages(self, conn: Connection, messages: list[Message]) -> None: ...
+    #: whether every FIN must be reported through ``_on_message_result`` (else only counted)
+    _watch_fin: bool
 
-    def on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
+    def _on_messages(self, conn: Connection, messages: list[Message]) -> None: ...
+
+    def _on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
         """A FIN (``fin=True``) or REQ was written for ``msg``."""
 
-    def on_response_error(self, conn: Connection, error: ResponseFailedError) -> None: ...
+    def _on_response_error(self, conn: Connection, error: ResponseFailedError) -> None: ...
 
-    def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None: ...
+    def _on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None: ...
 
-    def on_fatal_error(
+    def _on_fatal_error(
         self, conn: Connection, error: ServerError, unexecuted: list[Pending]
     ) -> bool:
         """nsqd answered with a fatal ``error`` and is closing ``conn``; heard before the
@@ -184,7 +192,7 @@ class Connection(asyncio.Protocol):
         self._last_read = 0.0  # when the last complete frame was decoded (after the handshake)
         #: since when the oldest pending request has waited: its send, or the previous reply
         self._waiting_since = 0.0
-        self._stuck_after = config.seconds("publish_timeout")
+        self._stuck_after = config.sec.publish_timeout
         self._write_paused_at: float | None = None
         self._paused_buffer_size = 0
         self._drain_waiters: list[asyncio.Future[None]] = []
@@ -192,7 +200,7 @@ class Connection(asyncio.Protocol):
         hb_s = (hb if hb > 0 else 30_000) / 1000.0
         #: without heartbeats silence is only suspicious while a reply is awaited
         self._heartbeats_off = hb < 0
-        self._dead_after = 2 * hb_s if hb >= 0 else config.seconds("read_timeout")
+        self._dead_after = 2 * hb_s if hb >= 0 else config.sec.read_timeout
         self._tick_interval = min(0.25, hb_s / 4)
 
     # ------------------------------------------------------------------ setup
@@ -205,7 +213,7 @@ class Connection(asyncio.Protocol):
         loop = self._loop = asyncio.get_running_loop()
         self._closed_future = loop.create_future()
         try:
-            async with asyncio.timeout(self.config.seconds("dial_timeout")):
+            async with asyncio.timeout(self.config.sec.dial_timeout):
                 await loop.create_connection(lambda: self, self.host, self.port)
         except BaseException as exc:
             if self.state is not ConnectionState.CLOSED:  # no transport: nothing else will
@@ -218,7 +226,7 @@ class Connection(asyncio.Protocol):
             )
             raise ConnectError(f"cannot connect: {reason}", address=self.address) from exc
         try:
-            async with asyncio.timeout(self.config.seconds("read_timeout")):
+            async with asyncio.timeout(self.config.sec.read_timeout):
                 await self._handshake()
             if self.state is ConnectionState.CLOSED:
                 # nsqd answered the last handshake step and hung up in the same breath
@@ -396,7 +404,7 @@ class Connection(asyncio.Protocol):
                 len(messages),
             )
             return
-        owner.on_messages(self, messages)
+        owner._on_messages(self, messages)
 
     def _on_response(self, event: Response) -> None:
         """After the handshake the only replies are ``OK`` (handled in ``_dispatch``) and
@@ -427,10 +435,10 @@ class Connection(asyncio.Protocol):
 
     def _on_error_frame(self, frame: ErrorFrame) -> None:
         error = frame.to_exception(self.address)
-        if isinstance(error, ResponseFailedError):
+        if isinstance(error, ResponseFailedError):  # the non-fatal family (errors.NON_FATAL_CODES)
             owner = self.owner
             if owner is not None:
-                owner.on_response_error(self, error)
+                owner._on_response_error(self, error)
             else:
                 log.warning("%s", error)
             return
@@ -447,7 +455,7 @@ class Connection(asyncio.Protocol):
         # marked unusable before the waiter, which may publish again at once, hears of it)
         self.abort(error)
         owner = self.owner
-        taken = owner is not None and owner.on_fatal_error(self, error, unexecuted)
+        taken = owner is not None and owner._on_fatal_error(self, error, unexecuted)
         if waiter is not None and not waiter.done():
             waiter.set_exception(error)
         if unexecuted and not taken:
@@ -486,7 +494,7 @@ class Connection(asyncio.Protocol):
                     self.address,
                     cause if cause is not None else "nsqd closed it (shutting down or restarting?)",
                 )
-            owner.on_connection_lost(self, cause)
+            owner._on_connection_lost(self, cause)
         # answers to what is left can no longer be sent (nsqd redelivers after its timeout);
         # an empty ledger is also what makes message_fin a no-op from now on
         self.in_flight.clear()
@@ -640,9 +648,7 @@ class Connection(asyncio.Protocol):
         connection is not open. Call on the connection's loop.
         """
         data = commands.sub(topic, channel)
-        await self.request(
-            data, timeout if timeout is not None else self.config.seconds("read_timeout")
-        )
+        await self.request(data, timeout if timeout is not None else self.config.sec.read_timeout)
         self.state = ConnectionState.SUBSCRIBED
 
     def send_rdy(self, count: int) -> None:
@@ -657,7 +663,7 @@ class Connection(asyncio.Protocol):
         if count > max_rdy:
             count = max_rdy
         self.rdy = count
-        self._write(b"RDY %d\n" % count)
+        self._write(_rdy(count))
 
     @property
     def max_rdy_count(self) -> int:
@@ -705,11 +711,11 @@ class Connection(asyncio.Protocol):
             return
         self.messages_finished += 1
         owner = self.owner
-        if owner is not None and owner.watch_fin:
+        if owner is not None and owner._watch_fin:
             # first, as go-nsq does: a RDY this result causes (backoff) goes out before the FIN,
             # so nsqd cannot fill the freed slot before it sees the new RDY
-            owner.on_message_result(self, msg, True, False)
-        self._wbuf.append(b"FIN " + msg.id + b"\n")
+            owner._on_message_result(self, msg, True, False)
+        self._wbuf.append(_fin(msg.id))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)  # type: ignore[union-attr]
@@ -727,13 +733,13 @@ class Connection(asyncio.Protocol):
         if delay_ms is None:
             config = self.config
             delay_ms = requeue_delay_ms(
-                msg.attempts, config.ms("default_requeue_delay"), config.ms("max_requeue_delay")
+                msg.attempts, config.msec.default_requeue_delay, config.msec.max_requeue_delay
             )
         self.messages_requeued += 1
         owner = self.owner
         if owner is not None:
-            owner.on_message_result(self, msg, False, backoff)  # RDY 0 before the REQ
-        self._write(b"REQ %s %d\n" % (msg.id, delay_ms))
+            owner._on_message_result(self, msg, False, backoff)  # RDY 0 before the REQ
+        self._write(_req(msg.id, delay_ms))
 
     def message_touch(self, msg: Message) -> None:
         """Write TOUCH for ``msg`` (reset nsqd's message timeout) if this connection holds it.
@@ -741,7 +747,7 @@ class Connection(asyncio.Protocol):
         Called through :meth:`Message.touch`. Loop thread only.
         """
         if self.in_flight.get(msg.id) is msg and self.state is not ConnectionState.CLOSED:
-            self._write(b"TOUCH " + msg.id + b"\n")
+            self._write(_touch(msg.id))
 
     # ------------------------------------------------------------------ liveness
 
@@ -790,7 +796,7 @@ class Connection(asyncio.Protocol):
             if size < self._paused_buffer_size:  # nsqd is reading, only slower than we write
                 self._paused_buffer_size = size
                 self._write_paused_at = now
-            elif now - paused > self.config.seconds("write_timeout"):
+            elif now - paused > self.config.sec.write_timeout:
                 self.abort(
                     NSQTimeoutError(
                         "write timed out: nsqd read nothing for write_timeout",

@@ -16,7 +16,7 @@ import asyncio
 import collections
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 from ..message import Message
@@ -133,7 +133,11 @@ class HandlerRunner:
         )
 
     def run_sync(self, msg: Message) -> Awaitable[Any] | None:
-        """Run the handler; returns the awaitable if it produced one (caller must ``finish``)."""
+        """Run the handler; returns the awaitable if it produced one (caller must ``finish``).
+
+        The one statement of the handler contract: returning FINs (unless the handler answered
+        the message or took it over), ``False`` REQs, raising REQs with backoff.
+        """
         try:
             result = self.handler(msg)
         except Exception:
@@ -148,6 +152,17 @@ class HandlerRunner:
         self.succeeded(msg, result)
         return None
 
+    def run_batch(
+        self, messages: list[Message], spawn: Callable[[Coroutine[Any, Any, None]], object]
+    ) -> None:
+        """Run the handler on the loop for each message (direct delivery); an awaitable result
+        is finished by a task made with ``spawn``."""
+        run_sync = self.run_sync
+        for msg in messages:
+            pending = run_sync(msg)
+            if pending is not None:
+                spawn(self.finish(msg, pending))
+
     async def finish(self, msg: Message, pending: Awaitable[Any]) -> None:
         """Await what :meth:`run_sync` returned and answer the message by its outcome."""
         try:
@@ -158,14 +173,9 @@ class HandlerRunner:
             self.succeeded(msg, result)
 
     async def run(self, msg: Message) -> None:
-        try:
-            result = self.handler(msg)
-            if inspect.isawaitable(result):
-                result = await result
-        except Exception:
-            self.failed(msg)
-            return
-        self.succeeded(msg, result)
+        pending = self.run_sync(msg)
+        if pending is not None:
+            await self.finish(msg, pending)
 
     def succeeded(self, msg: Message, result: object) -> None:
         if msg._responded or not msg._auto:

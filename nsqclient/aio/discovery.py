@@ -43,7 +43,7 @@ class LookupdPoller:
         self._config = config
         self._on_producers = on_producers
         self._rng = rng or random.Random()
-        timeout = config.seconds("lookupd_poll_timeout")
+        timeout = config.sec.lookupd_poll_timeout
         headers = {}
         secret = config.auth_secret_bytes
         if secret:
@@ -85,7 +85,7 @@ class LookupdPoller:
         return None
 
     async def _run(self) -> None:
-        interval = self._config.seconds("lookupd_poll_interval")
+        interval = self._config.sec.lookupd_poll_interval
         jitter = self._config.lookupd_poll_jitter
         first = True
         while True:

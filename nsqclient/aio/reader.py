@@ -36,7 +36,14 @@ from ..addresses import (
 )
 from ..config import Config
 from ..errors import ClosedError, ConfigError, NSQError, ResponseFailedError, ServerError
-from ..flow import Outcome, RdyChange, RdyController, ReconnectBackoff, worth_retrying
+from ..flow import (
+    Outcome,
+    RdyChange,
+    RdyController,
+    ReconnectBackoff,
+    should_give_up,
+    worth_retrying,
+)
 from ..message import _DONE, Message
 from ..protocol.identify import IdentifyOptions
 from ..protocol.names import validate_channel, validate_topic
@@ -46,9 +53,10 @@ from .discovery import LookupdPoller
 from .outages import Outages
 from .signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
 from .tls import make_ssl_context
+from .touch import AutoTouch
 from .tracker import MessageTracker
 
-__all__ = ["Reader", "ReaderState", "create_reader"]
+__all__ = ["Reader", "ReaderState"]
 
 log = logging.getLogger("nsqclient.reader")
 
@@ -116,7 +124,7 @@ class Reader:
         self.tracker = MessageTracker(self._update_watch)
         #: connections report each FIN only while this is true (backoff, or someone waits for
         #: the tracker to empty): the common FIN then costs no call into the Reader
-        self.watch_fin = False
+        self._watch_fin = False
         self._flow = RdyController.from_config(self.config)
         self._queue = MessageQueue()
         self._sink: MessageSink = sink if sink is not None else self._queue
@@ -136,10 +144,12 @@ class Reader:
         self._direct = False
         self._concurrency = 1
         self._workers: set[asyncio.Task[None]] = set()
-        self._auto_touch = False
-        self._auto_touch_max: float | None = None
-        self._touch_seen: dict[Message, float] = {}  # auto-touch: when each was first seen
-        self._touch_handle: asyncio.TimerHandle | None = None
+        self._touch = AutoTouch(
+            connections=self._conns.values,
+            messages=self.tracker.messages,
+            running=lambda: self._state is ReaderState.RUNNING,
+            msg_timeout_ms=self.config.msec.msg_timeout,
+        )
         #: tasks that took messages from the queue by iterating (recorded per wait, not per
         #: message); done ones drop out. A close waits for what they hold only while they live.
         self._holders: set[asyncio.Task[Any]] = set()
@@ -188,8 +198,7 @@ class Reader:
         self._state = ReaderState.RUNNING
         if self._runner is not None and not self._direct:
             self._ensure_workers()
-        if self._auto_touch:
-            self._arm_touch()
+        self._touch.arm(self._loop)
         # tasks, so that closing meanwhile cancels them (cleanly, in any phase of the setup)
         results = await asyncio.gather(
             *(self._spawn(self._connect(addr, direct=True)) for addr in self._nsqd_addresses),
@@ -281,8 +290,7 @@ class Reader:
         log.info("subscribed to %s/%s on nsqd %s", self.topic, self.channel, conn.address)
         self._outages.connected(addr, conn)
         self._apply(self._flow.add_connection(conn, conn.max_rdy_count, self._now()))
-        if self._auto_touch:
-            self._arm_touch()  # this nsqd's msg_timeout may call for a shorter touch interval
+        self._touch.arm(self._loop)  # this nsqd's msg_timeout may call for a shorter interval
 
     def _on_producers(self, found: list[Address]) -> None:
         self._lookupd_found = set(found)
@@ -327,7 +335,7 @@ class Reader:
             except Exception as exc:
                 self._outages.failed(addr, exc, backoff.base_delay(backoff.attempts))
 
-    def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
+    def _on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
         addr = (conn.host, conn.port)
         if self._conns.get(addr) is conn:
             del self._conns[addr]
@@ -356,7 +364,7 @@ class Reader:
 
     # ------------------------------------------------------------------ the read path
 
-    def on_messages(self, conn: Connection, messages: list[Message]) -> None:
+    def _on_messages(self, conn: Connection, messages: list[Message]) -> None:
         self._flow.messages_received(conn, len(messages), conn.last_message_time)
         self.received += len(messages)
         if self._state is not ReaderState.RUNNING:
@@ -366,34 +374,21 @@ class Reader:
         max_attempts = self._max_attempts
         if max_attempts:
             for msg in messages:
-                if msg.attempts > max_attempts:
+                if should_give_up(msg.attempts, max_attempts):
                     messages = self._give_up_some(messages)
                     break
         if self._direct:
             runner = self._runner
             assert runner is not None
-            handler = runner.handler
-            auto_fin = runner.auto_fin
-            for msg in messages:
-                try:
-                    result = handler(msg)
-                except Exception:
-                    runner.failed(msg)
-                    continue
-                if result is None:  # the common case, inline: FIN unless answered or taken over
-                    if auto_fin and not msg._responded and msg._auto:
-                        msg.fin()
-                elif inspect.isawaitable(result):
-                    self._spawn_handler(runner.finish(msg, result))
-                else:
-                    runner.succeeded(msg, result)
+            runner.run_batch(messages, self._spawn_handler)
         elif messages:
             self._sink.put(messages)
 
     def _give_up_some(self, messages: list[Message]) -> list[Message]:
         keep = []
+        max_attempts = self._max_attempts
         for msg in messages:
-            if msg.attempts > self._max_attempts:
+            if should_give_up(msg.attempts, max_attempts):
                 self._give_up(msg)
             else:
                 keep.append(msg)
@@ -424,9 +419,9 @@ class Reader:
         return self._finished_closed + sum(c.messages_finished for c in self._conns.values())
 
     def _update_watch(self) -> None:
-        self.watch_fin = self._flow.in_backoff or self.tracker.has_waiters
+        self._watch_fin = self._flow.in_backoff or self.tracker.has_waiters
 
-    def on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
+    def _on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
         flow = self._flow
         if fin:
             if flow.in_backoff:
@@ -440,11 +435,11 @@ class Reader:
         if self.tracker.has_waiters:
             self.tracker.notify()
 
-    def on_response_error(self, conn: Connection, error: ResponseFailedError) -> None:
+    def _on_response_error(self, conn: Connection, error: ResponseFailedError) -> None:
         self.response_errors += 1
         log.warning("%s (the message probably timed out on nsqd; it will be redelivered)", error)
 
-    def on_fatal_error(
+    def _on_fatal_error(
         self, conn: Connection, error: ServerError, unexecuted: list[Pending]
     ) -> bool:
         """ConnectionOwner: a Reader's pending replies (SUB, CLS) belong to that connection, so
@@ -470,7 +465,7 @@ class Reader:
             self._flow_at = at
             if at is not None and self._loop is not None:
                 self._flow_handle = self._loop.call_at(at, self._on_flow_timer)
-        self.watch_fin = self._flow.in_backoff or self.tracker.has_waiters
+        self._watch_fin = self._flow.in_backoff or self.tracker.has_waiters
 
     def _on_flow_timer(self) -> None:
         self._flow_handle = None
@@ -601,58 +596,9 @@ class Reader:
         Messages waiting behind slow handlers (in the queue, or crossing to threads) are kept
         alive as well as those being handled: all of them would otherwise time out on nsqd.
         """
-        self._auto_touch = enabled
-        self._auto_touch_max = max_seconds
-        if enabled and self._state is ReaderState.RUNNING:
-            self._arm_touch()
-
-    def _touch_interval(self) -> float:
-        timeouts = [
-            c.identify_response.msg_timeout
-            for c in self._conns.values()
-            if c.identify_response is not None
-        ]
-        ms = min(timeouts) if timeouts else (self.config.ms("msg_timeout") or 60_000)
-        return max(0.05, ms / 2000.0)
-
-    def _touch_cap(self) -> float:
-        if self._auto_touch_max is not None:
-            return self._auto_touch_max
-        caps = [
-            c.identify_response.max_msg_timeout
-            for c in self._conns.values()
-            if c.identify_response is not None
-        ]
-        return (min(caps) if caps else 900_000) / 1000.0
-
-    def _arm_touch(self) -> None:
-        """Keep the touch timer due within one touch interval (which shrinks as nsqd join)."""
-        loop = self._loop
-        if loop is None or not self._auto_touch or self._state is not ReaderState.RUNNING:
-            return
-        at = loop.time() + self._touch_interval()
-        handle = self._touch_handle
-        if handle is not None:
-            if handle.when() <= at:
-                return
-            handle.cancel()
-        self._touch_handle = loop.call_at(at, self._touch_tick)
-
-    def _touch_tick(self) -> None:
-        self._touch_handle = None
-        if self._state is not ReaderState.RUNNING or not self._auto_touch:
-            return
-        now = self._now()
-        cap = self._touch_cap()
-        seen = self._touch_seen
-        current: dict[Message, float] = {}
-        for msg in self.tracker.messages():
-            first = seen.get(msg, now)
-            current[msg] = first
-            if not msg._responded and now - first < cap:
-                msg.touch()
-        self._touch_seen = current  # answered messages drop out
-        self._arm_touch()
+        self._touch.enabled = enabled
+        self._touch.max_seconds = max_seconds
+        self._touch.arm(self._loop)
 
     def messages(self) -> AsyncIterator[Message]:
         """Iterate over messages as they arrive (``async for msg in reader.messages()``)."""
@@ -704,7 +650,7 @@ class Reader:
         current = asyncio.current_task()
         task = self._close_task or self._closing_task
         if task is None:
-            wait = self.config.seconds("close_timeout") if timeout is None else timeout
+            wait = self.config.sec.close_timeout if timeout is None else timeout
             task = self._closing_task = asyncio.get_running_loop().create_task(
                 self._close_gracefully(wait, requeue_in_hand, holders),
                 name="nsq-reader-close",
@@ -756,7 +702,7 @@ class Reader:
         await self._stop_handlers()
         self._requeue_in_flight()
         conns = [c for c in self._conns.values() if c.state is ConnectionState.SUBSCRIBED]
-        cls_timeout = max(1.0, min(5.0, self.config.seconds("read_timeout")))
+        cls_timeout = max(1.0, min(5.0, self.config.sec.read_timeout))
         if conns:
             await asyncio.gather(*(c.cls(cls_timeout) for c in conns), return_exceptions=True)
             # anything that raced RDY 0 arrived before CLOSE_WAIT and was requeued on arrival
@@ -849,13 +795,11 @@ class Reader:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _close_connections(self) -> None:
-        await close_all(self._conns.values(), self.config.seconds("write_timeout") + 1.0)
+        await close_all(self._conns.values(), self.config.sec.write_timeout + 1.0)
         if self._flow_handle is not None:
             self._flow_handle.cancel()
             self._flow_handle = None
-        if self._touch_handle is not None:
-            self._touch_handle.cancel()
-            self._touch_handle = None
+        self._touch.cancel()
         self._set_closed()
 
     def _requeue(self, messages: Iterable[Message]) -> None:
@@ -1061,25 +1005,3 @@ async def _await_and_log(aw: Awaitable[Any]) -> None:
         await aw
     except Exception:
         log.exception("on_giving_up hook failed")
-
-
-async def create_reader(
-    nsqd_tcp_addresses: Iterable[object] | str | None = None,
-    max_in_flight: int = 1,
-    lookupd_http_addresses: Iterable[object] | str | None = None,
-    *,
-    topic: str | None = None,
-    channel: str | None = None,
-    **options: Any,
-) -> Reader:
-    """Build a Reader (asyncnsq's signature); call ``await reader.subscribe(topic, channel)``."""
-    reader = Reader(
-        topic,
-        channel,
-        nsqd_tcp_addresses=nsqd_tcp_addresses,
-        lookupd_http_addresses=lookupd_http_addresses,
-        max_in_flight=max_in_flight,
-        **options,
-    )
-    await reader.connect()
-    return reader

@@ -52,7 +52,7 @@ from .tls import make_ssl_context
 if TYPE_CHECKING:
     from ..http import NsqdHTTPClient
 
-__all__ = ["Writer", "create_writer"]
+__all__ = ["Writer"]
 
 _CONNECTED = ConnectionState.CONNECTED
 
@@ -62,7 +62,7 @@ log = logging.getLogger("nsqclient.writer")
 class Writer:
     """Publish to nsqd. Options are :class:`~nsqclient.config.Config` fields."""
 
-    watch_fin = False  # ConnectionOwner: a Writer's connections never receive messages
+    _watch_fin = False  # ConnectionOwner: a Writer's connections never receive messages
 
     def __init__(
         self,
@@ -113,7 +113,7 @@ class Writer:
         self._outages = Outages(log, "writer")
         cfg = self.config
         self._max_pending = cfg.max_pending_publishes
-        self._publish_timeout = cfg.seconds("publish_timeout")
+        self._publish_timeout = cfg.sec.publish_timeout
         self._max_msg_size = cfg.max_msg_size
         self._max_body_size = cfg.max_body_size
         #: publishes nsqd never executed (pipelined behind a fatal error) waiting for a connection
@@ -164,7 +164,7 @@ class Writer:
                 conns = list(self._conns.values())
                 self._conns.clear()
                 self._healthy.clear()
-                await close_all(conns, self.config.seconds("write_timeout") + 1.0)
+                await close_all(conns, self.config.sec.write_timeout + 1.0)
                 raise refused[0]
             if errors:
                 self._last_error = errors[-1]
@@ -255,7 +255,7 @@ class Writer:
 
     # ------------------------------------------------------------------ ConnectionOwner
 
-    def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
+    def _on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
         addr = (conn.host, conn.port)
         if self._conns.get(addr) is conn:
             del self._conns[addr]
@@ -270,7 +270,7 @@ class Writer:
             # applies from the second attempt), so what waits in the backlog goes soon
             self._schedule_reconnect(addr, immediately=isinstance(exc, ServerError))
 
-    def on_fatal_error(
+    def _on_fatal_error(
         self, conn: Connection, error: ServerError, unexecuted: list[Pending]
     ) -> bool:
         """ConnectionOwner: learn nsqd's size limit from ``error`` and send ``unexecuted``
@@ -363,15 +363,15 @@ class Writer:
         if self._backlog:
             self._resend()  # fails the expired, keeps the rest
 
-    def on_messages(self, conn: Connection, messages: list[Message]) -> None:
+    def _on_messages(self, conn: Connection, messages: list[Message]) -> None:
         log.warning(
             "writer connection %s received %d messages; ignoring", conn.address, len(messages)
         )
 
-    def on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
+    def _on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
         pass
 
-    def on_response_error(self, conn: Connection, error: ResponseFailedError) -> None:
+    def _on_response_error(self, conn: Connection, error: ResponseFailedError) -> None:
         log.warning("%s", error)
 
     # ------------------------------------------------------------------ publishing
@@ -729,7 +729,7 @@ class Writer:
         if loop is not None and self._outstanding:
             fut: asyncio.Future[None] = loop.create_future()
             self._idle_waiters.append(fut)
-            wait = self.config.seconds("close_timeout") if timeout is None else timeout
+            wait = self.config.sec.close_timeout if timeout is None else timeout
             try:
                 async with asyncio.timeout(wait):
                     await fut
@@ -772,7 +772,7 @@ class Writer:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        await close_all(self._conns.values(), self.config.seconds("write_timeout") + 1.0)
+        await close_all(self._conns.values(), self.config.sec.write_timeout + 1.0)
         http_tasks = list(self._http_tasks)
         for http_task in http_tasks:  # graceful_close waited for them (bounded); close() cancelled
             http_task.cancel()
@@ -864,23 +864,3 @@ def _complete_waiter(waiter: ReplyWaiter, task: asyncio.Task[bytes]) -> None:
         waiter.set_exception(exc)
     else:
         waiter.set_result(task.result())
-
-
-async def create_writer(
-    host: str = "127.0.0.1",
-    port: int = 4150,
-    *,
-    nsqd_tcp_addresses: Iterable[object] | str | None = None,
-    **options: Any,
-) -> Writer:
-    """Connect a Writer, with asyncnsq's signature ``create_writer(host=..., port=...)``."""
-    options.pop("loop", None)
-    options.pop("queue", None)
-    options.pop("consumer", None)
-    options.pop("log_level", None)
-    if nsqd_tcp_addresses is not None:
-        writer = Writer(nsqd_tcp_addresses, **options)
-    else:
-        writer = Writer(host=host, port=port, **options)
-    await writer.connect()
-    return writer

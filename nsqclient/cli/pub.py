@@ -196,7 +196,7 @@ async def pub(args: argparse.Namespace, stop: Stop) -> int:
         if addrs["lookupd_http"]:
             await _common.check_lookupds(args, addrs["lookupd_http"])
         else:
-            await _common.require_reachable(addrs["nsqd_tcp"], config.seconds("dial_timeout"))
+            await _common.require_reachable(addrs["nsqd_tcp"], config.sec.dial_timeout)
         await writer.connect()
         batch_bytes = 0
         room = config.max_body_size - 4  # an MPUB body: a count, then 4 + len per message

@@ -250,7 +250,7 @@ async def tail(args: argparse.Namespace, stop: Stop) -> int:
     if addrs["lookupd_http"]:
         await _common.check_lookupds(args, addrs["lookupd_http"])
     else:
-        await _common.require_reachable(addrs["nsqd_tcp"], config.seconds("dial_timeout"))
+        await _common.require_reachable(addrs["nsqd_tcp"], config.sec.dial_timeout)
     done = asyncio.Event()
     printer = Printer(args, sys.stdout.buffer, limit, done.set)
     readers = [

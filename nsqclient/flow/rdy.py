@@ -164,7 +164,7 @@ class RdyController:
     def from_config(cls, config: Config, rng: random.Random | None = None) -> RdyController:
         """Build from a :class:`~nsqclient.config.Config` (its milliseconds become seconds here)."""
         rng = rng if rng is not None else random.Random()
-        multiplier = config.seconds("backoff_multiplier")
+        multiplier = config.sec.backoff_multiplier
         strategy: BackoffStrategy
         if config.backoff_strategy == "full_jitter":
             strategy = FullJitterBackoff(multiplier, rng=rng)
@@ -173,10 +173,10 @@ class RdyController:
         return cls(
             config.max_in_flight,
             backoff=strategy,
-            max_backoff_duration=config.seconds("max_backoff_duration"),
-            low_rdy_idle_timeout=config.seconds("low_rdy_idle_timeout"),
-            low_rdy_timeout=config.seconds("low_rdy_timeout"),
-            redistribute_interval=config.seconds("rdy_redistribute_interval"),
+            max_backoff_duration=config.sec.max_backoff_duration,
+            low_rdy_idle_timeout=config.sec.low_rdy_idle_timeout,
+            low_rdy_timeout=config.sec.low_rdy_timeout,
+            redistribute_interval=config.sec.rdy_redistribute_interval,
             rng=rng,
         )
 

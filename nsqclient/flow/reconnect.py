@@ -83,8 +83,8 @@ class ReconnectBackoff:
     ) -> ReconnectBackoff:
         """From ``reconnect_delay`` and ``max_reconnect_delay`` (milliseconds in the Config)."""
         return cls(
-            config.seconds("reconnect_delay"),
-            config.seconds("max_reconnect_delay"),
+            config.sec.reconnect_delay,
+            config.sec.max_reconnect_delay,
             jitter=jitter,
             rng=rng,
         )

@@ -25,14 +25,18 @@ __all__ = [
     "cls",
     "dpub",
     "fin",
+    "fin_unchecked",
     "identify",
     "mpub",
     "nop",
     "pub",
     "rdy",
+    "rdy_unchecked",
     "req",
+    "req_unchecked",
     "sub",
     "touch",
+    "touch_unchecked",
 ]
 
 MAGIC_V2: Final = b"  V2"
@@ -171,21 +175,43 @@ def rdy(count: int, *, max_rdy_count: int | None = DEFAULT_MAX_RDY_COUNT) -> byt
         raise InvalidArgumentError(
             f"RDY count {count} is above nsqd's max_rdy_count={max_rdy_count} (--max-rdy-count)"
         )
+    return rdy_unchecked(count)
+
+
+def rdy_unchecked(count: int) -> bytes:
+    """``RDY count`` for a count the caller already bounded (the connection clamps it)."""
     return b"RDY %d\n" % count
 
 
+# The per-message answers. The ``*_unchecked`` forms are the hot path's (a connection answering
+# a message it decoded, whose id is 16 bytes by construction); the checked forms validate
+# caller-supplied arguments first and then build the same bytes.
+
+
+def fin_unchecked(msg_id: bytes) -> bytes:
+    return b"FIN " + msg_id + b"\n"
+
+
+def req_unchecked(msg_id: bytes, delay_ms: int) -> bytes:
+    return b"REQ %s %d\n" % (msg_id, delay_ms)
+
+
+def touch_unchecked(msg_id: bytes) -> bytes:
+    return b"TOUCH " + msg_id + b"\n"
+
+
 def fin(msg_id: bytes) -> bytes:
-    return b"".join((b"FIN ", _check_id(msg_id), b"\n"))
+    return fin_unchecked(_check_id(msg_id))
 
 
 def req(msg_id: bytes, delay_ms: int = 0, *, max_delay_ms: int | None = None) -> bytes:
     """Requeue. nsqd clamps delays above its --max-req-timeout, so no upper bound by default."""
     _check_ms("delay_ms", delay_ms, max_delay_ms)
-    return b"".join((b"REQ ", _check_id(msg_id), b" %d\n" % delay_ms))
+    return req_unchecked(_check_id(msg_id), delay_ms)
 
 
 def touch(msg_id: bytes) -> bytes:
-    return b"".join((b"TOUCH ", _check_id(msg_id), b"\n"))
+    return touch_unchecked(_check_id(msg_id))
 
 
 def cls() -> bytes:

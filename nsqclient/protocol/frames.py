@@ -18,7 +18,13 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from ..errors import FrameTooLargeError, ProtocolError, ServerError, error_from_frame
+from ..errors import (
+    NON_FATAL_CODES,
+    FrameTooLargeError,
+    ProtocolError,
+    ServerError,
+    error_from_frame,
+)
 from ..message import Message, Responder
 
 __all__ = [
@@ -102,7 +108,7 @@ class ErrorFrame:
     @property
     def fatal(self) -> bool:
         """Whether nsqd closes the connection after this error."""
-        return self.code not in ("E_FIN_FAILED", "E_REQ_FAILED", "E_TOUCH_FAILED")
+        return self.code not in NON_FATAL_CODES
 
     def to_exception(self, address: str | None = None) -> ServerError:
         return error_from_frame(self.text, address=address)

@@ -133,7 +133,7 @@ async def stats() -> AsyncIterator[Stats]:
 class Collector:
     """A ConnectionOwner that keeps what it hears (messages are FINed unless ``auto_fin=False``)."""
 
-    watch_fin = True  # hear about every FIN too
+    _watch_fin = True  # hear about every FIN too
 
     def __init__(self, *, auto_fin: bool = True) -> None:
         self.auto_fin = auto_fin
@@ -141,22 +141,22 @@ class Collector:
         self.response_errors: list[ResponseFailedError] = []
         self.lost: list[BaseException | None] = []
 
-    def on_messages(self, conn: Connection, messages: list[Message]) -> None:
+    def _on_messages(self, conn: Connection, messages: list[Message]) -> None:
         self.messages.extend(messages)
         if self.auto_fin:
             for msg in messages:
                 msg.fin()
 
-    def on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
+    def _on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
         pass
 
-    def on_response_error(self, conn: Connection, error: ResponseFailedError) -> None:
+    def _on_response_error(self, conn: Connection, error: ResponseFailedError) -> None:
         self.response_errors.append(error)
 
-    def on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
+    def _on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
         self.lost.append(exc)
 
-    def on_fatal_error(self, conn: Connection, error: Any, unexecuted: list[Any]) -> bool:
+    def _on_fatal_error(self, conn: Connection, error: Any, unexecuted: list[Any]) -> bool:
         return False
 
 

@@ -20,11 +20,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC_MODULES = ("nsqclient", "nsqclient.aio", "nsqclient.sync", "nsqclient.testing")
 
-# the names mkdocs.yml's `filters` hide from the reference: private, and the callbacks the
-# layers call on each other
-_FILTERED = re.compile(
-    r"^_|^on_(messages|message_result|response_error|connection_lost|unexecuted)$|^watch_fin$"
-)
+# the names mkdocs.yml's `filters` hide from the reference: private ones (which include the
+# ConnectionOwner hooks the connections call on their Reader or Writer)
+_FILTERED = re.compile(r"^_")
 
 
 def _documented_surface() -> Iterator[tuple[str, griffe.Object]]:
