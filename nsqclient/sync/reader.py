@@ -124,7 +124,7 @@ class SyncReader(FacadeLifecycle):
 
     def _start_timeout(self) -> float:
         cfg = self.config
-        return cfg.seconds("dial_timeout") + 2 * cfg.seconds("read_timeout") + _GRACE
+        return cfg.sec.dial_timeout + 2 * cfg.sec.read_timeout + _GRACE
 
     def start(self, timeout: float | None = None) -> None:
         """Connect and subscribe (done for you on the first iteration or in ``with``)."""
@@ -160,7 +160,7 @@ class SyncReader(FacadeLifecycle):
             return
         if not self._claim_close("SyncReader.graceful_close"):
             return
-        limit = self.config.seconds("close_timeout") if timeout is None else timeout
+        limit = self.config.sec.close_timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
         try:
             self._hand_back_local()

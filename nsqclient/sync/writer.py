@@ -77,7 +77,7 @@ class SyncWriter(FacadeLifecycle):
         self._lookupd = lookupd_http_addresses
         self._http_fallback = http_fallback_addresses
         self._max_queued = max_queued_publishes
-        self._publish_timeout = self.config.seconds("publish_timeout")
+        self._publish_timeout = self.config.sec.publish_timeout
         self._init_lifecycle()
 
     def _bind(self, loop_thread: LoopThread) -> None:
@@ -195,7 +195,7 @@ class SyncWriter(FacadeLifecycle):
 
     def _connect_timeout(self) -> float:
         cfg = self.config
-        return cfg.seconds("dial_timeout") + cfg.seconds("read_timeout") + _GRACE
+        return cfg.sec.dial_timeout + cfg.sec.read_timeout + _GRACE
 
     def connect(self, timeout: float | None = None) -> None:
         """Connect now instead of on the first publish (surfaces bad addresses early)."""
@@ -219,7 +219,7 @@ class SyncWriter(FacadeLifecycle):
         """
         if not self._claim_close("SyncWriter.graceful_close"):
             return  # closed already, never used, or the parent's (created before a fork)
-        limit = self.config.seconds("close_timeout") if timeout is None else timeout
+        limit = self.config.sec.close_timeout if timeout is None else timeout
         try:
             self._life.exit(lambda: self._graceful(limit), limit + _GRACE + 5)
         finally:
