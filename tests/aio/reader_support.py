@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from nsqclient.aio import NsqdHTTPClient, Reader
+from nsqclient.aio import Message, NsqdHTTPClient, Reader
 from nsqclient.testing.daemons import NsqdProcess
 
 from .conftest import DEADLINE, wait_for
@@ -154,3 +154,21 @@ async def wait_connected(reader: Reader, count: int) -> None:
         lambda: sum(c.is_open for c in reader.connections) == count,
         what=f"{count} subscribed connections",
     )
+
+
+RECOVERY = 10.0  # seconds: far inside nsqd's default 60 s msg_timeout
+
+
+async def recover_all(nsqd: NsqdProcess, topic: str, channel: str, count: int) -> list[Message]:
+    """A fresh Reader gets every message back well inside msg_timeout (what a close requeued)."""
+    got: list[Message] = []
+    fresh = Reader(topic, channel, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=count)
+    fresh.set_message_handler(got.append, direct=True)
+    try:
+        async with asyncio.timeout(RECOVERY):
+            await fresh.start()
+            await wait_for(lambda: len(got) == count, RECOVERY, "every message back")
+            await fresh.graceful_close()
+    finally:
+        await fresh.close()
+    return got

@@ -22,27 +22,11 @@ from .reader_support import (
     channel_stats,
     client_totals,
     publish,
+    recover_all,
     wait_no_tasks_left,
 )
 
 pytestmark = pytest.mark.timeout(60)
-
-RECOVERY = 10.0  # far inside nsqd's default 60 s msg_timeout
-
-
-async def _recover_all(nsqd: NsqdProcess, topic: str, channel: str, count: int) -> list[Message]:
-    """A fresh Reader gets every message back well inside msg_timeout."""
-    got: list[Message] = []
-    fresh = Reader(topic, channel, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=count)
-    fresh.set_message_handler(got.append, direct=True)
-    try:
-        async with asyncio.timeout(RECOVERY):
-            await fresh.start()
-            await wait_for(lambda: len(got) == count, RECOVERY, "every message back")
-            await fresh.graceful_close()
-    finally:
-        await fresh.close()
-    return got
 
 
 async def test_messages_held_by_the_iterating_task_are_requeued_when_it_closes(
@@ -64,7 +48,7 @@ async def test_messages_held_by_the_iterating_task_are_requeued_when_it_closes(
     assert all(m.has_responded for m in held)
     chan = channel_stats(nsqd, topic, channel)
     assert (chan["requeue_count"], chan["timeout_count"], chan["in_flight_count"]) == (10, 0, 0)
-    got = await _recover_all(nsqd, topic, channel, len(bodies))
+    got = await recover_all(nsqd, topic, channel, len(bodies))
     assert sorted(m.body for m in got) == bodies
     assert all(m.attempts == 2 for m in got)
 
@@ -87,7 +71,7 @@ async def test_requeue_in_hand_from_another_task(
         await reader.graceful_close(requeue_in_hand=True)
         await consumer  # the iteration ended
     assert reader.stats()["requeued"] == 3
-    got = await _recover_all(nsqd, topic, channel, 3)
+    got = await recover_all(nsqd, topic, channel, 3)
     assert sorted(m.body for m in got) == [b"a", b"b", b"c"]
 
 
@@ -218,7 +202,7 @@ async def test_handlers_running_past_the_timeout_are_cancelled_and_requeued(
     assert sorted(cancelled) == [b"a", b"b"]
     assert reader.stats()["requeued"] == 2
     assert channel_stats(nsqd, topic, channel)["requeue_count"] == 2
-    got = await _recover_all(nsqd, topic, channel, 2)
+    got = await recover_all(nsqd, topic, channel, 2)
     assert sorted(m.body for m in got) == [b"a", b"b"]
 
 
@@ -250,7 +234,7 @@ async def test_close_is_immediate(nsqd: NsqdProcess, make_reader: MakeReader) ->
         await cancelled.wait()
     assert reader.is_closed
     assert reader.stats()["requeued"] == 3 and len(reader.tracker) == 0
-    got = await _recover_all(nsqd, topic, channel, 3)
+    got = await recover_all(nsqd, topic, channel, 3)
     assert sorted(m.body for m in got) == [b"a", b"b", b"c"]
 
 

@@ -21,27 +21,12 @@ from nsqclient.aio import Message, Reader, ReaderState
 from nsqclient.testing.daemons import NsqdProcess
 
 from .conftest import DEADLINE, unique, wait_for
-from .reader_support import MakeReader, channel_stats, publish
+from .reader_support import MakeReader, channel_stats, publish, recover_all
 
 pytestmark = pytest.mark.timeout(60)
 
 COUNT = 20
 STALL_BOUND = 5.0  # seconds; the close timeout is 30 s, "at once" is milliseconds
-RECOVERY = 10.0  # far inside nsqd's default 60 s msg_timeout
-
-
-async def _recover_all(nsqd: NsqdProcess, topic: str, channel: str, count: int) -> list[Message]:
-    got: list[Message] = []
-    fresh = Reader(topic, channel, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=count)
-    fresh.set_message_handler(got.append, direct=True)
-    try:
-        async with asyncio.timeout(RECOVERY):
-            await fresh.start()
-            await wait_for(lambda: len(got) == count, RECOVERY, "every message back")
-            await fresh.graceful_close()
-    finally:
-        await fresh.close()
-    return got
 
 
 async def _setup(nsqd: NsqdProcess, make_reader: MakeReader) -> tuple[Reader, str, str]:
@@ -77,7 +62,7 @@ async def _closes_at_once_and_all_come_back(
     assert (stats["requeued"], stats["in_flight"]) == (COUNT, 0)
     chan = channel_stats(nsqd, topic, channel)
     assert (chan["in_flight_count"], chan["timeout_count"]) == (0, 0)
-    got = await _recover_all(nsqd, topic, channel, COUNT)
+    got = await recover_all(nsqd, topic, channel, COUNT)
     assert sorted(m.body for m in got) == sorted(b"m%d" % i for i in range(COUNT))
 
 
@@ -160,7 +145,7 @@ async def test_close_from_the_iterating_task_inside_async_with(
         assert time.monotonic() - started < STALL_BOUND
     assert all(m.has_responded for m in held)
     assert reader.stats()["requeued"] == COUNT
-    got = await _recover_all(nsqd, topic, channel, COUNT)
+    got = await recover_all(nsqd, topic, channel, COUNT)
     assert len(got) == COUNT
 
 
@@ -250,5 +235,5 @@ async def test_close_asked_by_the_iterating_task_through_a_task_of_its_own(
         assert time.monotonic() - started < STALL_BOUND
     assert all(m.has_responded for m in held)
     assert reader.stats()["requeued"] == COUNT
-    got = await _recover_all(nsqd, topic, channel, COUNT)
+    got = await recover_all(nsqd, topic, channel, COUNT)
     assert len(got) == COUNT
