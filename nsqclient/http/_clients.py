@@ -406,14 +406,3 @@ class SyncLookupdHTTPClient(SyncTransport):
         ``node`` is a :class:`Producer` or ``"broadcast_address:http_port"``.
         """
         return self._send(_LOOKUPD.tombstone(topic, node))
-
-
-def _borrow_docstrings(sync_cls: type, async_cls: type) -> None:
-    for name, method in vars(sync_cls).items():
-        twin = getattr(async_cls, name, None)
-        if callable(method) and not name.startswith("_") and method.__doc__ is None and twin:
-            method.__doc__ = twin.__doc__
-
-
-_borrow_docstrings(SyncNsqdHTTPClient, NsqdHTTPClient)
-_borrow_docstrings(SyncLookupdHTTPClient, LookupdHTTPClient)
