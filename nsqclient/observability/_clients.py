@@ -26,9 +26,11 @@ from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 from ._envelope import extract_link
 from ._instrumentation import (
     Instrumentation,
+    _report,
     consumer_attributes,
     error_type,
     guarded,
+    key_of,
     server_attributes,
 )
 
@@ -56,6 +58,7 @@ def attach(instr: Instrumentation, client: Any) -> None:
             obj: Any = client
             obj._nsq_instr = instr
             obj._nsq_servers = {}
+            obj._nsq_labels = {}
             if mixin is _ReaderMixin:
                 obj._nsq_spans = {}
                 obj._nsq_handler_mode = False
@@ -78,9 +81,48 @@ def attach(instr: Instrumentation, client: Any) -> None:
 class _Send:
     """One publish in progress: its span (if tracing) and start time."""
 
-    __slots__ = ("attrs", "count", "instr", "span", "start")
+    __slots__ = ("count", "instr", "labels", "span", "start")
 
-    def __init__(self, instr: Instrumentation, verb: str, topic: str, count: int, server: Any):
+    def __init__(self, instr: Instrumentation, labels: _Labels, count: int) -> None:
+        self.labels = labels
+        self.count = count
+        self.instr = instr
+        self.span: Span | None = None
+        if instr.traces:
+            span_attrs = labels.attrs
+            if labels.verb == "mpub":
+                span_attrs = {**span_attrs, "messaging.batch.message_count": count}
+            self.span = instr.tracer.start_span(
+                labels.span_name, kind=SpanKind.PRODUCER, attributes=span_attrs
+            )
+        self.start = time.perf_counter()
+
+    def end(self, exc: BaseException | None) -> None:
+        elapsed = time.perf_counter() - self.start
+        labels = self.labels
+        instr = self.instr
+        if exc is None:
+            attrs, key = labels.attrs, labels.key
+        else:
+            attrs = {**labels.attrs, "error.type": error_type(exc)}
+            key = key_of(attrs)
+        if instr.metrics:
+            instr.operation_duration.record(elapsed, attrs)
+            instr.sent_messages.add(self.count, key)
+        span = self.span
+        if span is not None:
+            if exc is not None:
+                span.set_attribute("error.type", attrs["error.type"])
+                span.set_status(StatusCode.ERROR, str(exc))
+            span.end()
+
+
+class _Labels:
+    """The attributes of one client's publishes of one kind to one topic, made once."""
+
+    __slots__ = ("attrs", "key", "span_name", "verb")
+
+    def __init__(self, verb: str, topic: str, server: dict[str, Any] | None) -> None:
         attrs: dict[str, Any] = {
             "messaging.system": "nsq",
             "messaging.operation.type": "send",
@@ -90,37 +132,30 @@ class _Send:
         if server:
             attrs.update(server)
         self.attrs = attrs
-        self.count = count
-        self.instr = instr
-        self.span: Span | None = None
-        if instr.traces:
-            span_attrs = dict(attrs)
-            if verb == "mpub":
-                span_attrs["messaging.batch.message_count"] = count
-            self.span = instr.tracer.start_span(
-                f"{verb} {topic}", kind=SpanKind.PRODUCER, attributes=span_attrs
-            )
-        self.start = time.perf_counter()
+        self.key = key_of(attrs)
+        self.verb = verb
+        self.span_name = f"{verb} {topic}"
 
-    def end(self, exc: BaseException | None) -> None:
-        elapsed = time.perf_counter() - self.start
-        attrs = self.attrs
-        if exc is not None:
-            attrs = {**attrs, "error.type": error_type(exc)}
-        instr = self.instr
-        if instr.metrics:
-            instr.operation_duration.record(elapsed, attrs)
-            instr.sent_messages.add(self.count, attrs)
-        span = self.span
-        if span is not None:
-            if exc is not None:
-                span.set_attribute("error.type", attrs["error.type"])
-                span.set_status(StatusCode.ERROR, str(exc))
-            span.end()
+
+_MAX_LABELS = 1000  # topics per client remembered (more: made per call)
+
+
+def _labels(client: Any, verb: str, topic: str) -> _Labels:
+    cache: dict[tuple[str, str], _Labels] = client._nsq_labels
+    labels = cache.get((verb, topic))
+    if labels is None:
+        labels = _Labels(verb, topic, _server(client))
+        if len(cache) < _MAX_LABELS:
+            cache[(verb, topic)] = labels
+    return labels
 
 
 def _start_send(client: Any, verb: str, topic: str, count: int) -> _Send | None:
-    return guarded("publish span", _Send, client._nsq_instr, verb, topic, count, _server(client))
+    try:
+        return _Send(client._nsq_instr, _labels(client, verb, topic), count)
+    except Exception:
+        _report("publish span")
+        return None
 
 
 def _end_send(op: _Send | None, exc: BaseException | None) -> None:
@@ -268,9 +303,13 @@ class _SyncWriterMixin:
 
 
 def _process_attributes(client: Any, msg: Any) -> dict[str, Any]:
-    attrs = consumer_attributes(client.topic, client.channel)
-    attrs["messaging.operation.type"] = "process"
-    attrs["messaging.operation.name"] = "process"
+    """The process attributes of ``client`` (made once; callers must not change them)."""
+    attrs: dict[str, Any] | None = client.__dict__.get("_nsq_process_attrs")
+    if attrs is None:
+        attrs = consumer_attributes(client.topic, client.channel)
+        attrs["messaging.operation.type"] = "process"
+        attrs["messaging.operation.name"] = "process"
+        client._nsq_process_attrs = attrs
     return attrs
 
 
@@ -336,7 +375,11 @@ class _Process:
 
 
 def _start_handler(client: Any, msg: Any) -> _Process | None:
-    return guarded("process span", _Process, client, msg)
+    try:
+        return _Process(client, msg)
+    except Exception:
+        _report("process span")
+        return None
 
 
 def _end_handler(op: _Process | None, exc: BaseException | None, result: object) -> None:
@@ -431,9 +474,13 @@ class _ReaderMixin:
             running = getattr(self, "state", None)
             closing = running is not None and running.value != "running"
             reason = "close" if closing else ("handler_failure" if backoff else "neutral")
-            attrs = consumer_attributes(self.topic, self.channel)  # type: ignore[attr-defined]
-            attrs["nsq.requeue.reason"] = reason
-            instr.requeued.add(1, attrs)
+            keys: dict[str, Any] = self.__dict__.setdefault("_nsq_requeue_keys", {})
+            key = keys.get(reason)
+            if key is None:
+                attrs = consumer_attributes(self.topic, self.channel)  # type: ignore[attr-defined]
+                attrs["nsq.requeue.reason"] = reason
+                key = keys[reason] = key_of(attrs)
+            instr.requeued.add(1, key)
         span = self._nsq_spans.pop(msg, None)
         if span is not None:
             span.set_attribute("nsq.message.outcome", "fin" if fin else "req")

@@ -3,8 +3,9 @@
 Imported only once the application turns instrumentation on (it imports ``opentelemetry``).
 Two kinds of metrics, so nothing is added per message that the clients do not count already:
 
-* **recorded** where only a call knows the value: publish duration and sent messages (per
-  PUB/MPUB/DPUB call), handler duration (per handled message), requeues by reason (per REQ);
+* **recorded** where only a call knows the value: publish duration (per PUB/MPUB/DPUB call)
+  and handler duration (per handled message) in SDK histograms; sent messages (per publish) and
+  requeues by reason (per REQ) in a :class:`Tally` here, observed at collection;
 * **observed** at collection time from the clients' own counters and ``stats()``, through
   callbacks: consumed messages, in flight, RDY, backoff, give-ups, connection losses and
   reconnects per nsqd, HTTP-fallback publishes, the sync facade's queues. The same numbers feed
@@ -17,6 +18,7 @@ Nothing here may raise into the application: every call into OpenTelemetry goes 
 from __future__ import annotations
 
 import logging
+import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
@@ -28,7 +30,7 @@ from opentelemetry.trace import Tracer
 from .. import __version__
 from . import _hook
 
-__all__ = ["SEMCONV_VERSION", "Instrumentation", "guarded"]
+__all__ = ["SEMCONV_VERSION", "Instrumentation", "Tally", "guarded", "key_of"]
 
 log = logging.getLogger("nsqclient.observability")
 
@@ -102,16 +104,10 @@ class Instrumentation:
             description="Time in the message handler",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
-        self.sent_messages = meter.create_counter(
-            "messaging.client.sent.messages",
-            unit="{message}",
-            description="Messages a publish carried (an MPUB counts its messages)",
-        )
-        self.requeued = meter.create_counter(
-            "nsq.consumer.requeued.messages",
-            unit="{message}",
-            description="Messages this client sent REQ for, by nsq.requeue.reason",
-        )
+        #: counted here (a dict add under a lock) and observed at collection: a synchronous
+        #: SDK counter would cost more per publish than the rest of the instrumentation
+        self.sent_messages = Tally()
+        self.requeued = Tally()
         self._observables()
 
     # ------------------------------------------------------------------ attaching clients
@@ -140,6 +136,20 @@ class Instrumentation:
         specs: list[tuple[str, str, str, str, Callable[[], Iterator[tuple[dict[str, Any], float]]]]]
         specs = [
             # (kind, name, unit, description, points)
+            (
+                "counter",
+                "messaging.client.sent.messages",
+                "{message}",
+                "Messages a publish carried (an MPUB counts its messages)",
+                self.sent_messages.points,
+            ),
+            (
+                "counter",
+                "nsq.consumer.requeued.messages",
+                "{message}",
+                "Messages this client sent REQ for, by nsq.requeue.reason",
+                self.requeued.points,
+            ),
             (
                 "counter",
                 "messaging.client.consumed.messages",
@@ -377,6 +387,33 @@ class Instrumentation:
             queue = getattr(sync_writer, "_queue", None)
             if queue is not None:
                 yield {"messaging.system": "nsq"}, float(queue.full_waits)
+
+
+Key = tuple[tuple[str, Any], ...]
+
+
+class Tally:
+    """A counter kept by attribute set until collection (thread-safe: SyncWriter publishes
+    from many threads). ``add(n, key)`` takes a key from :func:`key_of`, made once per
+    attribute set by the caller."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[Key, float] = {}
+
+    def add(self, amount: float, key: Key) -> None:
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + amount
+
+    def points(self) -> Iterator[tuple[dict[str, Any], float]]:
+        with self._lock:
+            counts = list(self._counts.items())
+        for key, count in counts:
+            yield dict(key), count
+
+
+def key_of(attrs: dict[str, Any]) -> Key:
+    return tuple(sorted(attrs.items()))
 
 
 def consumer_attributes(topic: str, channel: str) -> dict[str, Any]:
