@@ -54,6 +54,7 @@ def main() -> None:
         reader.run(handle, threads=2)  # until SIGTERM / Ctrl-C, then closes gracefully
     finally:
         server.shutdown()
+        server.server_close()
         thread.join(5)
         provider.shutdown()
 
