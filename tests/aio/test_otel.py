@@ -14,7 +14,7 @@ from nsqclient.aio import Reader, Writer
 from nsqclient.errors import ConnectionClosedError, NSQTimeoutError
 from nsqclient.message import Message
 from nsqclient.observability import unwrap_body, wrap_body
-from nsqclient.testing.daemons import NsqdProcess
+from nsqclient.testing.daemons import NsqdProcess, free_port
 from tests.otel_support import Telemetry, installed_telemetry
 
 from .conftest import DEADLINE, frozen, unique, wait_for
@@ -198,3 +198,69 @@ async def test_publish_timeout_and_connection_loss_give_their_error_type(
     )
     assert losses == stats["connection_losses"] >= 1
     assert telemetry.value("nsq.connection.reconnects") == stats["reconnects"] == 1
+
+
+async def test_a_lost_consumer_connection_ends_its_spans_and_is_counted_per_nsqd(
+    nsqd: NsqdProcess, telemetry: Telemetry
+) -> None:
+    topic, channel = unique(), unique()
+    async with Writer([nsqd.tcp_address]) as writer:
+        await writer.pub(topic, b"held")
+    async with Reader(
+        topic,
+        channel,
+        nsqd_tcp_addresses=[nsqd.tcp_address],
+        reconnect_delay=50,
+        max_reconnect_delay=300,
+        msg_timeout=1000,  # nsqd redelivers a lost connection's messages after their timeout
+    ) as reader:
+        iterator = reader.messages()
+        held = await asyncio.wait_for(iterator.__anext__(), DEADLINE)
+        reader.connections[0].abort()  # the held message is lost with its connection
+        again = await asyncio.wait_for(iterator.__anext__(), DEADLINE)  # nsqd redelivers it
+        assert again.body == held.body
+        again.fin()
+        await wait_for(lambda: len(telemetry.spans("process")) == 2, what="both spans")
+        stats = reader.stats()
+    fin, lost = sorted(
+        telemetry.spans("process"),
+        key=lambda s: str(s.attributes["nsq.message.outcome"]),  # type: ignore[index]
+    )
+    assert lost.attributes["nsq.message.outcome"] == "lost"  # type: ignore[index]
+    assert lost.attributes["error.type"] == "connection_lost"  # type: ignore[index]
+    assert fin.attributes["nsq.message.outcome"] == "fin"  # type: ignore[index]
+    assert fin.attributes["nsq.message.attempts"] == 2  # type: ignore[index]
+    role = {"nsq__client__role": "consumer", "server__port": _server(nsqd)["server.port"]}
+    assert telemetry.value("nsq.connection.losses", **role) == 1
+    assert (
+        telemetry.value("nsq.consumer.lost_on_disconnect.messages")
+        == stats["lost_on_disconnect"]
+        == 1
+    )
+
+
+async def test_give_ups_and_http_fallback_publishes_are_observed(
+    nsqd: NsqdProcess, telemetry: Telemetry
+) -> None:
+    topic, channel = unique(), unique()
+    dead = f"127.0.0.1:{free_port()}"
+    async with Writer([dead], http_fallback_addresses=[nsqd.http_address]) as writer:
+        await writer.pub(topic, b"over http")
+        await writer.mpub(topic, [b"a", b"b"])
+        assert writer.stats()["published_over_http"] == 3
+        assert telemetry.value("nsq.producer.http_fallback.messages") == 3
+    given_up = asyncio.Event()
+    reader = Reader(
+        topic,
+        channel,
+        nsqd_tcp_addresses=[nsqd.tcp_address],
+        max_attempts=1,
+        default_requeue_delay=0,
+        max_backoff_duration=0,
+        on_giving_up=lambda msg: given_up.set(),
+    )
+    async with reader:
+        reader.set_message_handler(lambda msg: msg.body != b"over http")  # False: REQ
+        await asyncio.wait_for(given_up.wait(), DEADLINE)
+        await wait_for(lambda: reader.stats()["in_flight"] == 0, what="all answered")
+        assert telemetry.value("nsq.consumer.given_up.messages") == reader.stats()["given_up"] == 1
