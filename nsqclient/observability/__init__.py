@@ -72,8 +72,9 @@ def is_instrumented() -> bool:
 
 
 def wrap_body(body: Any, context: Context | None = None) -> bytes:
-    """Wrap ``body`` in an envelope that carries the current trace context (opt-in; NSQ has no
-    headers). See :mod:`nsqclient.observability._envelope` for the format."""
+    """Wrap ``body`` in an envelope carrying ``context`` (default: the current one), opt-in
+    since NSQ has no headers: 4 magic bytes, a 2-byte length, the propagator's fields as
+    ``name=value`` lines, then the payload. The instrumented Reader links its span to it."""
     from ._envelope import wrap_body as wrap
 
     return wrap(body, context)

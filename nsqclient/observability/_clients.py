@@ -506,7 +506,10 @@ class _SyncReaderMixin:
     """SyncReader: ``run()``'s handler in a process span (iteration is traced by the core)."""
 
     def run(self, handler: Any, **options: Any) -> None:
-        core = guarded("run", lambda: self.aio)  # type: ignore[attr-defined]
+        try:
+            core: Any = self.aio  # type: ignore[attr-defined]
+        except Exception:  # closed: run() itself says so
+            core = None
         if callable(handler):
             handler = wrap_handler(core if core is not None else self, handler, False)
         if core is not None:
