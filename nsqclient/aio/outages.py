@@ -44,11 +44,16 @@ class Outages:
         self._warned_plaintext_auth = False
         self.losses = 0  # connections lost (not closed on purpose)
         self.reconnects = 0  # outages that ended with a connection
+        #: the same two counts per nsqd (``host:port``), for per-node metrics
+        self.losses_by: dict[str, int] = {}
+        self.reconnects_by: dict[str, int] = {}
 
     def lost(self, addr: Address) -> None:
         """A connection to ``addr`` went away without us closing it (the connection has logged
         the WARNING with its cause): an outage begins."""
         self.losses += 1
+        where = format_address(*addr)
+        self.losses_by[where] = self.losses_by.get(where, 0) + 1
         self._down.setdefault(addr, _Outage(time.monotonic()))
 
     def failed(self, addr: Address, exc: BaseException, retry_in: float | None = None) -> None:
@@ -85,6 +90,8 @@ class Outages:
         outage = self._down.pop(addr, None)
         if outage is not None:
             self.reconnects += 1
+            where = format_address(*addr)
+            self.reconnects_by[where] = self.reconnects_by.get(where, 0) + 1
             self._log.info(
                 "%s connected to nsqd %s again after an outage of %.1fs (%d failed attempts)",
                 self._role,

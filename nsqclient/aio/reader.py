@@ -45,6 +45,7 @@ from ..flow import (
     worth_retrying,
 )
 from ..message import _DONE, Message
+from ..observability import _hook
 from ..protocol.identify import IdentifyOptions
 from ..protocol.names import validate_channel, validate_topic
 from .connection import Connection, ConnectionState, Pending, close_all
@@ -166,6 +167,8 @@ class Reader:
         self.requeued = 0
         self.given_up = 0
         self.response_errors = 0
+        if _hook.active is not None:  # observability.instrument(): before the handler
+            _hook.active.attach(self)
         if message_handler is not None:
             self.set_message_handler(message_handler)
 

@@ -41,6 +41,7 @@ from ..errors import (
 )
 from ..flow import ReconnectBackoff, worth_retrying
 from ..message import _DONE, Message
+from ..observability import _hook
 from ..protocol import commands
 from ..protocol.identify import IdentifyOptions
 from ..protocol.names import Body
@@ -123,6 +124,8 @@ class Writer:
         self.published = 0  # messages acknowledged
         self.failed = 0  # publish calls that raised
         self.published_over_http = 0  # of ``published``, how many went by the HTTP fallback
+        if _hook.active is not None:  # observability.instrument(): all logic is there
+            _hook.active.attach(self)
 
     # ------------------------------------------------------------------ lifecycle
 

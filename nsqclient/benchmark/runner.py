@@ -60,6 +60,7 @@ class Settings:
     use_lookupd: bool = False
     run_id: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex[:8])
     keep_topics: bool = False
+    otel: str = "off"  # --otel: OpenTelemetry instrumentation during the run
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +73,7 @@ class Settings:
             "consumer_processes": self.consumer_processes,
             "readers_via_lookupd": self.use_lookupd,
             "run_id": self.run_id,
+            "otel": self.otel,
         }
 
 

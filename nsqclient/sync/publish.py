@@ -186,6 +186,7 @@ class PublishQueue:
         self._not_full = threading.Condition(self._lock)
         self._scheduled = False  # a drain is scheduled, running, or waiting for the Writer
         self._waiting = 0  # threads blocked because the queue is full
+        self.full_waits = 0  # publishes that found the queue full and waited (ever)
         self._closed = False
         self._slow: asyncio.Task[None] | None = None
         self._emptied: asyncio.Future[None] | None = None
@@ -197,6 +198,7 @@ class PublishQueue:
 
     def put(self, ticket: PublishTicket) -> None:
         """Enqueue, blocking while the queue is full (backpressure) until the ticket's deadline."""
+        waited = False
         with self._lock:  # the Condition's own lock: waiting on it below is legal
             while True:
                 if self._closed:
@@ -208,6 +210,9 @@ class PublishQueue:
                     raise NSQTimeoutError(
                         "the publish queue stayed full until the timeout (nsqd is slow or down)"
                     )
+                if not waited:  # counted once per publish that had to wait (full queue)
+                    waited = True
+                    self.full_waits += 1
                 self._waiting += 1
                 try:
                     self._not_full.wait(min(SLICE, remaining))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..aio.options import validate_client_options
 from ..config import Config
 from ..errors import ClosedError
+from ..observability import _hook
 from ..protocol import commands
 from ..protocol.names import Body
 from .lifecycle import FacadeLifecycle
@@ -79,6 +80,8 @@ class SyncWriter(FacadeLifecycle):
         self._max_queued = max_queued_publishes
         self._publish_timeout = self.config.sec.publish_timeout
         self._init_lifecycle()
+        if _hook.active is not None:  # observability.instrument()
+            _hook.active.attach(self)
 
     def _bind(self, loop_thread: LoopThread) -> None:
         """Create the core objects on the (possibly new, after fork) loop thread."""

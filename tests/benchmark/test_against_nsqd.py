@@ -145,3 +145,22 @@ def test_three_nsqd_with_readers_found_through_lookupd(nsq_cluster: Any, tmp_pat
         ("tcp-pub", 0), ("e2e", 0), ("drain-direct", 0),
     ]  # fmt: skip
     assert code == 0
+
+
+def test_otel_run_instruments_the_clients_and_stays_correct(
+    nsqd: NsqdProcess, tmp_path: Path
+) -> None:
+    """``--otel traces``: the scenarios run instrumented (the cost is the CPU difference)."""
+    from nsqclient.observability import is_instrumented, uninstrument
+
+    try:
+        code = cli.main(
+            [*_cluster_args(nsqd), "--messages", "100", "--scenarios", "tcp-pub,drain-direct",
+             "--quiet", "--otel", "traces", "--json", str(tmp_path / "r.json")]
+        )  # fmt: skip
+        assert is_instrumented()
+    finally:
+        uninstrument()
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert code == 0 and report["ok"] is True
+    assert report["settings"]["otel"] == "traces"

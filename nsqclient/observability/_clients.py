@@ -1,0 +1,521 @@
+"""Instrumented clients: each instrumented object gets a subclass of its own class mixed in.
+
+``attach()`` swaps ``client.__class__`` for ``Instrumented<Class>`` (same name and behaviour,
+plus spans and recorded metrics around the public calls and the core's owner callbacks), so an
+object that is not instrumented runs the very code it ran before: zero cost when off. With it on:
+
+* Writer / SyncWriter: a PRODUCER span and one duration + sent-messages record per PUB, MPUB (one
+  per batch) and DPUB call, ended by nsqd's acknowledgement or the error.
+* Reader handler mode (``set_message_handler``, ``SyncReader.run``): a CONSUMER ``process`` span
+  around each handler call, current while it runs (so the handler's own spans are its children),
+  and the handler's duration.
+* Reader ``async for`` / SyncReader iteration: a CONSUMER ``process`` span per message from
+  delivery to its FIN or REQ (not current: no code runs "inside" it).
+* Every REQ: a count by reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from opentelemetry import context, trace
+from opentelemetry.trace import Link, Span, SpanKind, StatusCode
+
+from ._envelope import extract_link
+from ._instrumentation import (
+    Instrumentation,
+    _report,
+    consumer_attributes,
+    error_type,
+    guarded,
+    key_of,
+    server_attributes,
+)
+
+__all__ = ["attach"]
+
+_SUBCLASSES: dict[type, type] = {}
+
+
+def attach(instr: Instrumentation, client: Any) -> None:
+    from ..aio.reader import Reader
+    from ..aio.writer import Writer
+    from ..sync.reader import SyncReader
+    from ..sync.writer import SyncWriter
+
+    if getattr(client, "_nsq_instr", None) is not None:
+        return
+    mixins: list[tuple[type, type, Any]] = [
+        (Writer, _WriterMixin, instr._writers),
+        (Reader, _ReaderMixin, instr._readers),
+        (SyncWriter, _SyncWriterMixin, instr._sync_writers),
+        (SyncReader, _SyncReaderMixin, instr._sync_readers),
+    ]
+    for base, mixin, registry in mixins:
+        if isinstance(client, base):
+            obj: Any = client
+            obj._nsq_instr = instr
+            obj._nsq_servers = {}
+            obj._nsq_labels = {}
+            if mixin is _ReaderMixin:
+                obj._nsq_spans = {}
+                obj._nsq_handler_mode = False
+                obj._nsq_watch = obj.__dict__.pop("_watch_fin", False)
+            registry.add(client)
+            cls = type(client)
+            sub = _SUBCLASSES.get(cls)
+            if sub is None:
+                sub = type(cls.__name__, (mixin, cls), {"__module__": cls.__module__})
+                sub.__qualname__ = cls.__qualname__
+                _SUBCLASSES[cls] = sub
+            client.__class__ = sub
+            return
+    raise TypeError(f"cannot instrument {client!r}: not an nsqclient Reader or Writer")
+
+
+# ---------------------------------------------------------------------- publishing
+
+
+class _Send:
+    """One publish in progress: its span (if tracing) and start time."""
+
+    __slots__ = ("count", "instr", "labels", "span", "start")
+
+    def __init__(self, instr: Instrumentation, labels: _Labels, count: int) -> None:
+        self.labels = labels
+        self.count = count
+        self.instr = instr
+        self.span: Span | None = None
+        if instr.traces:
+            span_attrs = labels.attrs
+            if labels.verb == "mpub":
+                span_attrs = {**span_attrs, "messaging.batch.message_count": count}
+            self.span = instr.tracer.start_span(
+                labels.span_name, kind=SpanKind.PRODUCER, attributes=span_attrs
+            )
+        self.start = time.perf_counter()
+
+    def end(self, exc: BaseException | None) -> None:
+        elapsed = time.perf_counter() - self.start
+        labels = self.labels
+        instr = self.instr
+        if exc is None:
+            attrs, key = labels.attrs, labels.key
+        else:
+            attrs = {**labels.attrs, "error.type": error_type(exc)}
+            key = key_of(attrs)
+        if instr.metrics:
+            instr.operation_duration.record(elapsed, attrs)
+            instr.sent_messages.add(self.count, key)
+        span = self.span
+        if span is not None:
+            if exc is not None:
+                span.set_attribute("error.type", attrs["error.type"])
+                span.set_status(StatusCode.ERROR, str(exc))
+            span.end()
+
+
+class _Labels:
+    """The attributes of one client's publishes of one kind to one topic, made once."""
+
+    __slots__ = ("attrs", "key", "span_name", "verb")
+
+    def __init__(self, verb: str, topic: str, server: dict[str, Any] | None) -> None:
+        attrs: dict[str, Any] = {
+            "messaging.system": "nsq",
+            "messaging.operation.type": "send",
+            "messaging.operation.name": verb,
+            "messaging.destination.name": topic,
+        }
+        if server:
+            attrs.update(server)
+        self.attrs = attrs
+        self.key = key_of(attrs)
+        self.verb = verb
+        self.span_name = f"{verb} {topic}"
+
+
+_MAX_LABELS = 1000  # topics per client remembered (more: made per call)
+
+
+def _labels(client: Any, verb: str, topic: str) -> _Labels:
+    cache: dict[tuple[str, str], _Labels] = client._nsq_labels
+    labels = cache.get((verb, topic))
+    if labels is None:
+        labels = _Labels(verb, topic, _server(client))
+        if len(cache) < _MAX_LABELS:
+            cache[(verb, topic)] = labels
+    return labels
+
+
+def _start_send(client: Any, verb: str, topic: str, count: int) -> _Send | None:
+    try:
+        return _Send(client._nsq_instr, _labels(client, verb, topic), count)
+    except Exception:
+        _report("publish span")
+        return None
+
+
+def _end_send(op: _Send | None, exc: BaseException | None) -> None:
+    if op is not None:
+        guarded("publish span", op.end, exc)
+
+
+def _server(client: Any) -> dict[str, Any] | None:
+    """``server.address``/``port`` when the Writer has one nsqd (else which one is not known
+    before the call picks it)."""
+    addresses = getattr(client, "_addresses", None) or getattr(client, "_nsqd", None)
+    if isinstance(addresses, list) and len(addresses) == 1:
+        addr = addresses[0]
+        if isinstance(addr, tuple):
+            return {"server.address": addr[0], "server.port": addr[1]}
+        if isinstance(addr, str):
+            return server_attributes(addr)
+    if isinstance(addresses, str) and "," not in addresses:
+        return server_attributes(addresses)
+    return None
+
+
+def _batch(messages: Any, more: tuple[Any, ...]) -> tuple[Any, int]:
+    if more:
+        return messages, len(more) + 1
+    if isinstance(messages, str | bytes | bytearray | memoryview):
+        return messages, 1
+    if not isinstance(messages, list | tuple):
+        try:
+            messages = list(messages)
+        except TypeError:
+            return messages, 0  # the core refuses it with its typed error
+    return messages, len(messages)
+
+
+class _WriterMixin:
+    async def pub(self, topic: str, body: Any, *, timeout: float | None = None) -> None:
+        op = _start_send(self, "pub", topic, 1)
+        try:
+            await super().pub(topic, body, timeout=timeout)  # type: ignore[misc]
+        except BaseException as exc:
+            _end_send(op, exc)
+            raise
+        _end_send(op, None)
+
+    async def mpub(
+        self, topic: str, messages: Any, *more: Any, timeout: float | None = None
+    ) -> None:
+        messages, count = _batch(messages, more)
+        op = _start_send(self, "mpub", topic, count)
+        try:
+            await super().mpub(topic, messages, *more, timeout=timeout)  # type: ignore[misc]
+        except BaseException as exc:
+            _end_send(op, exc)
+            raise
+        _end_send(op, None)
+
+    async def dpub(
+        self, topic: str, delay_ms: int, body: Any, *, timeout: float | None = None
+    ) -> None:
+        op = _start_send(self, "dpub", topic, 1)
+        try:
+            await super().dpub(topic, delay_ms, body, timeout=timeout)  # type: ignore[misc]
+        except BaseException as exc:
+            _end_send(op, exc)
+            raise
+        _end_send(op, None)
+
+
+def _future_done(op: _Send | None, future: Any) -> None:
+    if future.cancelled():
+        _end_send(op, _Cancelled())
+        return
+    exc = future.exception()
+    _end_send(op, exc)
+
+
+class _Cancelled(Exception):
+    """error.type for a ``pub_nowait`` future cancelled before it was sent."""
+
+
+class _SyncWriterMixin:
+    def pub(self, topic: str, body: Any, *, timeout: float | None = None) -> None:
+        op = _start_send(self, "pub", topic, 1)
+        try:
+            super().pub(topic, body, timeout=timeout)  # type: ignore[misc]
+        except BaseException as exc:
+            _end_send(op, exc)
+            raise
+        _end_send(op, None)
+
+    def mpub(self, topic: str, bodies: Iterable[Any], *, timeout: float | None = None) -> None:
+        items = list(bodies)
+        op = _start_send(self, "mpub", topic, len(items))
+        try:
+            super().mpub(topic, items, timeout=timeout)  # type: ignore[misc]
+        except BaseException as exc:
+            _end_send(op, exc)
+            raise
+        _end_send(op, None)
+
+    def dpub(self, topic: str, delay_ms: int, body: Any, *, timeout: float | None = None) -> None:
+        op = _start_send(self, "dpub", topic, 1)
+        try:
+            super().dpub(topic, delay_ms, body, timeout=timeout)  # type: ignore[misc]
+        except BaseException as exc:
+            _end_send(op, exc)
+            raise
+        _end_send(op, None)
+
+    def _nowait(self, verb: str, topic: str, count: int, call: Callable[[], Any]) -> Any:
+        op = _start_send(self, verb, topic, count)
+        try:
+            future = call()
+        except BaseException as exc:
+            _end_send(op, exc)
+            raise
+        if op is not None:
+            future.add_done_callback(lambda f: _future_done(op, f))
+        return future
+
+    def pub_nowait(self, topic: str, body: Any, *, timeout: float | None = None) -> Any:
+        parent = super().pub_nowait  # type: ignore[misc]
+        return self._nowait("pub", topic, 1, lambda: parent(topic, body, timeout=timeout))
+
+    def mpub_nowait(
+        self, topic: str, bodies: Iterable[Any], *, timeout: float | None = None
+    ) -> Any:
+        items = list(bodies)
+        parent = super().mpub_nowait  # type: ignore[misc]
+        return self._nowait(
+            "mpub", topic, len(items), lambda: parent(topic, items, timeout=timeout)
+        )
+
+    def dpub_nowait(
+        self, topic: str, delay_ms: int, body: Any, *, timeout: float | None = None
+    ) -> Any:
+        parent = super().dpub_nowait  # type: ignore[misc]
+        return self._nowait(
+            "dpub", topic, 1, lambda: parent(topic, delay_ms, body, timeout=timeout)
+        )
+
+
+# ---------------------------------------------------------------------- consuming
+
+
+def _process_attributes(client: Any, msg: Any) -> dict[str, Any]:
+    """The process attributes of ``client`` (made once; callers must not change them)."""
+    attrs: dict[str, Any] | None = client.__dict__.get("_nsq_process_attrs")
+    if attrs is None:
+        attrs = consumer_attributes(client.topic, client.channel)
+        attrs["messaging.operation.type"] = "process"
+        attrs["messaging.operation.name"] = "process"
+        client._nsq_process_attrs = attrs
+    return attrs
+
+
+def _span_attributes(client: Any, msg: Any, attrs: dict[str, Any]) -> dict[str, Any]:
+    span_attrs = dict(attrs)
+    span_attrs["messaging.message.id"] = msg.id.decode("ascii", "replace")
+    span_attrs["messaging.message.body.size"] = len(msg.body)
+    span_attrs["nsq.message.attempts"] = msg.attempts
+    address = msg.nsqd_address
+    if address is not None:
+        servers: dict[str, dict[str, Any]] = client._nsq_servers
+        server = servers.get(address)
+        if server is None:
+            server = servers[address] = server_attributes(address)
+        span_attrs.update(server)
+    return span_attrs
+
+
+def _start_process(client: Any, msg: Any, attrs: dict[str, Any]) -> Span:
+    instr: Instrumentation = client._nsq_instr
+    link = extract_link(msg.body)
+    return instr.tracer.start_span(
+        f"process {client.topic}",
+        kind=SpanKind.CONSUMER,
+        attributes=_span_attributes(client, msg, attrs),
+        links=[Link(link)] if link is not None else None,
+    )
+
+
+class _Process:
+    """One handler call: its span (current while the handler runs) and start time."""
+
+    __slots__ = ("attrs", "client", "span", "start", "token")
+
+    def __init__(self, client: Any, msg: Any) -> None:
+        self.client = client
+        self.attrs = _process_attributes(client, msg)
+        self.span: Span | None = None
+        self.token: Any = None
+        if client._nsq_instr.traces:
+            self.span = _start_process(client, msg, self.attrs)
+            self.token = context.attach(trace.set_span_in_context(self.span))
+        self.start = time.perf_counter()
+
+    def end(self, exc: BaseException | None, result: object) -> None:
+        elapsed = time.perf_counter() - self.start
+        attrs = self.attrs
+        if exc is not None:
+            attrs = {**attrs, "error.type": error_type(exc)}
+        instr: Instrumentation = self.client._nsq_instr
+        if instr.metrics:
+            instr.process_duration.record(elapsed, attrs)
+        span = self.span
+        if span is not None:
+            if self.token is not None:
+                context.detach(self.token)
+            outcome = "req" if exc is not None or result is False else "fin"
+            span.set_attribute("nsq.message.outcome", outcome)
+            if exc is not None:
+                span.set_attribute("error.type", attrs["error.type"])
+                span.set_status(StatusCode.ERROR, str(exc))
+            span.end()
+
+
+def _start_handler(client: Any, msg: Any) -> _Process | None:
+    try:
+        return _Process(client, msg)
+    except Exception:
+        _report("process span")
+        return None
+
+
+def _end_handler(op: _Process | None, exc: BaseException | None, result: object) -> None:
+    if op is not None:
+        guarded("process span", op.end, exc, result)
+
+
+def wrap_handler(client: Any, handler: Callable[[Any], Any], is_async: bool) -> Any:
+    """``handler`` inside a process span and a duration record, same contract and same kind
+    (a coroutine function stays one, so the Reader still awaits it)."""
+    if is_async:
+
+        async def instrumented_async(msg: Any) -> Any:
+            op = _start_handler(client, msg)
+            try:
+                result = await handler(msg)
+            except BaseException as exc:
+                _end_handler(op, exc, None)
+                raise
+            _end_handler(op, None, result)
+            return result
+
+        return instrumented_async
+
+    def instrumented(msg: Any) -> Any:
+        op = _start_handler(client, msg)
+        try:
+            result = handler(msg)
+        except BaseException as exc:
+            _end_handler(op, exc, None)
+            raise
+        _end_handler(op, None, result)
+        return result
+
+    return instrumented
+
+
+def _is_async(handler: Any) -> bool:
+    from ..aio.delivery import HandlerRunner
+
+    try:
+        return HandlerRunner(handler).is_async
+    except TypeError:
+        return False
+
+
+class _ReaderMixin:
+    """The core Reader: handler spans, delivery-to-settle spans, requeue reasons."""
+
+    _nsq_instr: Instrumentation
+    _nsq_spans: dict[Any, Span]
+    _nsq_handler_mode: bool
+    _nsq_watch: bool
+
+    @property
+    def _watch_fin(self) -> bool:
+        # while tracing iterated messages, every FIN must reach _on_message_result (ends a span)
+        return self._nsq_watch or (self._nsq_instr.traces and not self._nsq_handler_mode)
+
+    @_watch_fin.setter
+    def _watch_fin(self, value: bool) -> None:
+        self._nsq_watch = value
+
+    def set_message_handler(self, handler: Any, **options: Any) -> None:
+        if callable(handler):
+            handler = wrap_handler(self, handler, _is_async(handler))
+        super().set_message_handler(handler, **options)  # type: ignore[misc]
+        self._nsq_handler_mode = True
+
+    def clear_message_handler(self) -> None:
+        super().clear_message_handler()  # type: ignore[misc]
+        self._nsq_handler_mode = False
+
+    def _on_messages(self, conn: Any, messages: list[Any]) -> None:
+        if self._nsq_instr.traces and not self._nsq_handler_mode:
+            guarded("delivery spans", self._nsq_delivered, messages)
+        super()._on_messages(conn, messages)  # type: ignore[misc]
+
+    def _nsq_delivered(self, messages: list[Any]) -> None:
+        spans = self._nsq_spans
+        attrs = _process_attributes(self, None)
+        for msg in messages:
+            spans[msg] = _start_process(self, msg, attrs)
+
+    def _on_message_result(self, conn: Any, msg: Any, fin: bool, backoff: bool) -> None:
+        guarded("settle", self._nsq_settled, msg, fin, backoff)
+        super()._on_message_result(conn, msg, fin, backoff)  # type: ignore[misc]
+
+    def _nsq_settled(self, msg: Any, fin: bool, backoff: bool) -> None:
+        instr = self._nsq_instr
+        if not fin and instr.metrics:
+            running = getattr(self, "state", None)
+            closing = running is not None and running.value != "running"
+            reason = "close" if closing else ("handler_failure" if backoff else "neutral")
+            keys: dict[str, Any] = self.__dict__.setdefault("_nsq_requeue_keys", {})
+            key = keys.get(reason)
+            if key is None:
+                attrs = consumer_attributes(self.topic, self.channel)  # type: ignore[attr-defined]
+                attrs["nsq.requeue.reason"] = reason
+                key = keys[reason] = key_of(attrs)
+            instr.requeued.add(1, key)
+        span = self._nsq_spans.pop(msg, None)
+        if span is not None:
+            span.set_attribute("nsq.message.outcome", "fin" if fin else "req")
+            span.end()
+
+    def _on_connection_lost(self, conn: Any, exc: BaseException | None) -> None:
+        if self._nsq_spans:
+            guarded("lost spans", self._nsq_lost, conn)
+        super()._on_connection_lost(conn, exc)  # type: ignore[misc]
+
+    def _nsq_lost(self, conn: Any) -> None:
+        spans = self._nsq_spans
+        for msg in list(conn.in_flight.values()):
+            span = spans.pop(msg, None)
+            if span is not None:
+                span.set_attribute("nsq.message.outcome", "lost")
+                span.set_attribute("error.type", "connection_lost")
+                span.set_status(StatusCode.ERROR, "the connection to nsqd was lost")
+                span.end()
+
+
+class _SyncReaderMixin:
+    """SyncReader: ``run()``'s handler in a process span (iteration is traced by the core)."""
+
+    def run(self, handler: Any, **options: Any) -> None:
+        try:
+            core: Any = self.aio  # type: ignore[attr-defined]
+        except Exception:  # closed: run() itself says so
+            core = None
+        if callable(handler):
+            handler = wrap_handler(core if core is not None else self, handler, False)
+        if core is not None:
+            core._nsq_handler_mode = True
+        try:
+            super().run(handler, **options)  # type: ignore[misc]
+        finally:
+            if core is not None:
+                core._nsq_handler_mode = False
