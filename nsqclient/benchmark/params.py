@@ -6,7 +6,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Measurement", "Params", "Probe"]
+__all__ = ["HTTP_CONCURRENCY", "Measurement", "Params", "Probe"]
+
+#: concurrent publishers (requests in flight) of the HTTP publish scenarios
+HTTP_CONCURRENCY = 16
 
 Measurement = dict[str, Any]
 """The fields a measurement returns, named as in the peer comparison's driver protocol

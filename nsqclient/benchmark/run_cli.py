@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .latency import is_latency, reader_options
 from .profiles import PROFILES, resolve_profile
 from .progress import Progress
 from .results import dump_json, exit_code, json_report, markdown_table, write_text
@@ -142,6 +143,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--fanout-channels", type=_int_list, default=[20, 100], help="default 20,100"
     )
     parser.add_argument("--consumer-processes", type=_positive_int, default=0)
+    parser.add_argument(
+        "--latency-rate",
+        type=_positive_float,
+        default=100.0,
+        help="messages per second of the latency scenarios (default 100: one every 10 ms)",
+    )
+    parser.add_argument(
+        "--latency-duration",
+        type=_positive_float,
+        default=10.0,
+        help="seconds of publishing in each latency scenario (default 10)",
+    )
     parser.add_argument("--markdown", type=Path, help="write the markdown table here")
     parser.add_argument("--json", type=Path, help="write raw results here")
     parser.add_argument("--chart", type=Path, help="write a PNG chart here (needs [plot])")
@@ -181,7 +194,7 @@ def settings_from_args(
     chosen = _split(args.scenarios) if args.scenarios else list(known)
     skip = set(_split(args.skip))
     for name in [*chosen, *skip]:
-        if name not in known:
+        if name not in known and not _latency_variant(name):
             parser.error(f"unknown scenario {name!r}; known: {', '.join(known)}")
     chosen = [n for n in chosen if n not in skip]
     nsqd_tcp, nsqd_http, lookupd_http = resolve_addresses(args, environ)
@@ -202,7 +215,30 @@ def settings_from_args(
         consumer_processes=args.consumer_processes,
         use_lookupd=args.readers_via_lookupd,
         keep_topics=args.keep_topics,
+        latency_rate=args.latency_rate,
+        latency_duration=args.latency_duration,
     )
+
+
+def _latency_variant(name: str) -> bool:
+    """``latency-obt<ms>`` and the other latency variants beyond the listed ones."""
+    if not is_latency(name):
+        return False
+    try:
+        reader_options(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

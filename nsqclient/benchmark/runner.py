@@ -15,8 +15,9 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from .accounting import peak_rss_kib
+from .latency import LATENCY_DEFAULT_VARIANTS, is_latency
 from .nsqd_admin import NsqdAdmin
-from .params import Measurement, Params
+from .params import HTTP_CONCURRENCY, Measurement, Params
 from .profiles import Profile
 from .progress import Progress
 from .results import (
@@ -45,6 +46,8 @@ _BASE_SCENARIOS: dict[str, str] = {
     "sync-drain-run": "drain",
     "http-pub": "publish",
     "http-mpub": "publish",
+    "sync-http-pub": "publish",
+    "http-fallback": "publish",
 }
 
 
@@ -61,6 +64,8 @@ class Settings:
     run_id: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex[:8])
     keep_topics: bool = False
     otel: str = "off"  # --otel: OpenTelemetry instrumentation during the run
+    latency_rate: float = 100.0  # msgs/s of the latency scenarios
+    latency_duration: float = 10.0  # seconds of publishing in each
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -74,12 +79,15 @@ class Settings:
             "readers_via_lookupd": self.use_lookupd,
             "run_id": self.run_id,
             "otel": self.otel,
+            "latency_rate": self.latency_rate,
+            "latency_duration": self.latency_duration,
         }
 
 
 def scenario_names(fanout_channels: Sequence[int], consumer_processes: int) -> list[str]:
     """Every scenario this configuration runs, in order."""
     names = list(_BASE_SCENARIOS)
+    names += LATENCY_DEFAULT_VARIANTS
     names += [f"fanout-{n}" for n in fanout_channels]
     if consumer_processes:
         names += ["e2e-procs", "drain-procs"]
@@ -87,6 +95,8 @@ def scenario_names(fanout_channels: Sequence[int], consumer_processes: int) -> l
 
 
 def kind_of(name: str) -> str:
+    if is_latency(name):
+        return "latency"
     if name.startswith("fanout-"):
         return "fanout"
     if name in ("e2e-procs",):
@@ -117,8 +127,11 @@ def _params(s: Settings, topic: str, messages: int, channel: str = "bench") -> P
     )
 
 
-def _messages_for(name: str, prof: Profile) -> int:
-    if name.startswith("http-"):
+def _messages_for(name: str, s: Settings) -> int:
+    prof = s.profile
+    if is_latency(name):
+        return max(1, round(s.latency_rate * s.latency_duration))
+    if name.startswith(("http-", "sync-http-")):
         return prof.http_messages
     if name.startswith("fanout-"):
         return prof.fanout_messages
@@ -153,6 +166,8 @@ def _measure(name: str, p: Params, s: Settings) -> Measurement:
         "sync-drain-run": lambda: sync_scenarios.measure_sync_drain(p, "run"),
         "http-pub": lambda: aio(scenarios.measure_http_pub(p, s.nsqd_http)),
         "http-mpub": lambda: aio(scenarios.measure_http_mpub(p, s.nsqd_http)),
+        "sync-http-pub": lambda: sync_scenarios.measure_sync_http_pub(p, s.nsqd_http),
+        "http-fallback": lambda: aio(scenarios.measure_http_fallback(p, s.nsqd_http)),
         "e2e-procs": lambda: aio(
             multiproc.measure_multiprocess(p, s.consumer_processes, publish=True)
         ),
@@ -164,15 +179,25 @@ def _measure(name: str, p: Params, s: Settings) -> Measurement:
         count = int(name.split("-", 1)[1])
         channels = [f"fan{i:03d}" for i in range(count)]
         return aio(scenarios.measure_fanout(p, channels))
+    if is_latency(name):
+        from .latency import measure_latency
+
+        return aio(
+            measure_latency(p, variant=name, rate=s.latency_rate, duration=s.latency_duration)
+        )
     return table[name]()
 
 
 def _batch_and_concurrency(name: str, p: Params) -> tuple[int | None, int | None]:
     if name in ("tcp-mpub", "http-mpub", "sync-mpub-nowait") or name.startswith("fanout-"):
         return p.batch_size, p.mpub_concurrency
-    if name in ("sync-pub", "sync-e2e", "sync-drain-run"):
+    if name in ("sync-pub", "sync-e2e", "sync-drain-run", "sync-http-pub"):
         return None, p.threads
+    if name in ("http-pub", "http-fallback"):
+        return None, min(p.concurrency, HTTP_CONCURRENCY)
     if name.startswith("drain") or name in ("sync-drain-iter", "graceful-requeue"):
+        return None, p.max_in_flight
+    if is_latency(name):
         return None, p.max_in_flight
     if name == "drain-queue-async":
         return None, p.concurrency
@@ -184,7 +209,7 @@ def run_scenario(
 ) -> ScenarioResult:
     kind = kind_of(name)
     topic = f"nsqbench-{s.run_id}-{name}"[:64]
-    messages = _messages_for(name, s.profile)
+    messages = _messages_for(name, s)
     channel = "verify" if kind == "publish" else "bench"
     p = _params(s, topic, messages, channel)
     batch, concurrency = _batch_and_concurrency(name, p)
