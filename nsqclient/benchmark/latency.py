@@ -101,7 +101,7 @@ async def measure_latency(p: Params, *, variant: str, rate: float, duration: flo
     """Publish ``rate`` msgs/s for ``duration`` s; latency publish -> handler, and nsqd's CPU."""
     from ..aio import Reader, Writer
 
-    options = reader_options(variant)
+    options = {**p.reader_options, **reader_options(variant)}
     address = p.nsqd_tcp[0]
     count = max(1, round(rate * duration))
     interval = 1.0 / rate

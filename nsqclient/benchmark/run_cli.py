@@ -144,6 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--consumer-processes", type=_positive_int, default=0)
     parser.add_argument(
+        "--reader-option",
+        action="append",
+        type=_reader_option,
+        default=[],
+        metavar="NAME=INT",
+        help="a Config option for every Reader, e.g. output_buffer_timeout=25 (repeatable)",
+    )
+    parser.add_argument(
         "--latency-rate",
         type=_positive_float,
         default=100.0,
@@ -217,6 +225,7 @@ def settings_from_args(
         keep_topics=args.keep_topics,
         latency_rate=args.latency_rate,
         latency_duration=args.latency_duration,
+        reader_options=dict(args.reader_option),
     )
 
 
@@ -229,6 +238,21 @@ def _latency_variant(name: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _reader_option(text: str) -> tuple[str, int]:
+    from ..config import Config
+    from ..errors import ConfigError
+
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    try:
+        number = int(value)
+        Config.from_options(**{name: number})
+    except (ValueError, ConfigError) as exc:
+        reason = str(exc) if sep and name else "expected NAME=INT"
+        raise argparse.ArgumentTypeError(f"{text!r}: {reason}") from None
+    return name, number
 
 
 def _positive_float(text: str) -> float:

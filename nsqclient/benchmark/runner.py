@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from .accounting import peak_rss_kib
-from .latency import LATENCY_DEFAULT_VARIANTS, is_latency
+from .latency import LATENCY_DEFAULT_VARIANTS, is_latency, nsqd_cpu_seconds, nsqd_pid
 from .nsqd_admin import NsqdAdmin
 from .params import HTTP_CONCURRENCY, Measurement, Params
 from .profiles import Profile
@@ -66,6 +66,7 @@ class Settings:
     otel: str = "off"  # --otel: OpenTelemetry instrumentation during the run
     latency_rate: float = 100.0  # msgs/s of the latency scenarios
     latency_duration: float = 10.0  # seconds of publishing in each
+    reader_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # every Reader's
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +82,7 @@ class Settings:
             "otel": self.otel,
             "latency_rate": self.latency_rate,
             "latency_duration": self.latency_duration,
+            "reader_options": self.reader_options,
         }
 
 
@@ -124,6 +126,7 @@ def _params(s: Settings, topic: str, messages: int, channel: str = "bench") -> P
         threads=prof.threads,
         timeout=prof.timeout,
         lookupd_http=s.lookupd_http if s.use_lookupd else [],
+        reader_options=dict(s.reader_options),
     )
 
 
@@ -226,10 +229,18 @@ def run_scenario(
         else:
             admin.create(topic, [channel])
         progress.start(index, count, name, messages, p.probe)
+        pids = [nsqd_pid(address) for address in s.nsqd_tcp]
+        nsqd_cpu0 = _nsqd_cpu(pids)
         cpu0 = time.process_time()
         measurement = _measure(name, p, s)
         cpu = time.process_time() - cpu0
+        nsqd_cpu1 = _nsqd_cpu(pids)
         extra_notes: list[str] = []
+        if kind != "latency" and nsqd_cpu0 is not None and nsqd_cpu1 is not None:
+            # every local nsqd of the cluster, during the measurement (checks excluded)
+            per_msg = (nsqd_cpu1 - nsqd_cpu0) / max(1, messages) * 1e6
+            measurement["extra"] = {**measurement.get("extra", {}), "nsqd_cpu_us_per_msg": per_msg}
+            extra_notes.append(f"nsqd CPU {per_msg:,.1f} µs/msg")
         if kind == "publish":
             # drain what was published and check every sequence id (untimed)
             acked_failed = int(measurement.get("publish_errors", 0))
@@ -305,6 +316,17 @@ def run_scenario(
     )
     progress.finish(summary)
     return result
+
+
+def _nsqd_cpu(pids: list[int | None]) -> float | None:
+    """CPU seconds of the cluster's nsqd processes, if all of them run on this machine."""
+    total = 0.0
+    for pid in pids:
+        seconds = nsqd_cpu_seconds(pid)
+        if seconds is None:
+            return None
+        total += seconds
+    return total
 
 
 async def _verify_drain(p: Params) -> Measurement:
