@@ -31,6 +31,8 @@ __all__ = ["AsyncWire", "ResponseParser", "SyncWire", "WireResponse", "request_t
 
 #: idle connections kept per client; more concurrent publishers open (and then close) extras
 MAX_IDLE = 32
+#: connections open at once per asyncio client (httpx's default too); more requests queue
+MAX_CONNECTIONS = 100
 _MAX_HEAD = 64 * 1024
 
 
@@ -270,12 +272,18 @@ class AsyncWire:
     def __init__(self, base_url: str, headers: dict[str, str], verify: ssl.SSLContext | bool):
         self._origin = _Origin(base_url, headers, verify)
         self._idle: list[_Conn] = []
+        self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
         self.base_url = base_url
         self.address = self._origin.address
+        self.opened = 0  # connections made so far (reuse shows as requests >> opened)
 
     async def request(self, method: str, target: str, content: bytes | None) -> WireResponse:
         """One request; the caller bounds it with a timeout (a cancelled one drops the
         connection, since its answer may still arrive)."""
+        async with self._slots:
+            return await self._request(method, target, content)
+
+    async def _request(self, method: str, target: str, content: bytes | None) -> WireResponse:
         origin = self._origin
         data = origin.encode(method, target, content)
         url = self.base_url + target
@@ -299,6 +307,7 @@ class AsyncWire:
                 )
             except (OSError, ssl.SSLError) as exc:
                 raise _connect_failed(exc, url, origin.address) from exc
+            self.opened += 1
         assert conn.transport is not None
         waiter: asyncio.Future[WireResponse] = loop.create_future()
         conn.waiter = waiter
@@ -337,6 +346,7 @@ class SyncWire:
         self._origin = _Origin(base_url, headers, verify)
         self._idle: deque[socket.socket] = deque()
         self.base_url = base_url
+        self.opened = 0  # connections made so far (a racy count across threads: a statistic)
 
     def _take_idle(self) -> socket.socket | None:
         while True:
@@ -358,6 +368,7 @@ class SyncWire:
             ) from exc
         except OSError as exc:
             raise _connect_failed(exc, url, origin.address) from exc
+        self.opened += 1
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if origin.ssl is not None:
             try:

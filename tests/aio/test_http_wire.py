@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nsqclient.http import HTTPConnectError, HTTPTimeoutError, NsqdHTTPClient, SyncNsqdHTTPClient
+from nsqclient.http import _wire as _wire_module
 from nsqclient.http._wire import ResponseParser, WireResponse, request_target
 from nsqclient.testing.certs import CertBundle
 
@@ -114,6 +115,18 @@ def test_any_split_gives_the_same_answer(raw: bytes, cuts: list[int]) -> None:
     )
 
 
+async def test_concurrent_publishes_share_a_bounded_set_of_connections(
+    nsqd: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_wire_module, "MAX_CONNECTIONS", 3)
+    topic = f"w_{uuid.uuid4().hex[:12]}"
+    async with NsqdHTTPClient(nsqd.http_address) as http:
+        await asyncio.gather(*(http.pub(topic, b"m%d" % i) for i in range(40)))
+        assert http._wire is not None and http._wire.opened == 3
+        found = find_topic(await http.stats(topic=topic), topic)
+    assert found is not None and found["message_count"] == 40
+
+
 def test_request_target_percent_encodes_values() -> None:
     assert request_target("/pub", ()) == "/pub"
     assert request_target("/pub", (("topic", "t#ephemeral"), ("defer", "5"))) == (
@@ -124,8 +137,8 @@ def test_request_target_percent_encodes_values() -> None:
 # -- against nsqd ------------------------------------------------------------------------------
 
 
-def _wire_idle(client: Any) -> int:
-    return len(client.client._wire._idle)
+def _wire(client: Any) -> Any:
+    return client.client._wire
 
 
 async def test_publishes_reuse_one_kept_alive_connection(flavour: str, nsqd: Any) -> None:
@@ -135,7 +148,7 @@ async def test_publishes_reuse_one_kept_alive_connection(flavour: str, nsqd: Any
         for i in range(20):
             await http.pub(topic, b"m%d" % i)
         await http.mpub(topic, [b"a", b"b"])
-        assert _wire_idle(http) == 1  # one connection, kept alive across all 21 requests
+        assert _wire(http).opened == 1  # one connection, kept alive across all 21 requests
         found = find_topic(await http.stats(topic=topic), topic)
         assert found is not None and found["message_count"] == 22
     finally:
@@ -173,7 +186,7 @@ async def test_https_publish(flavour: str, nsqd_tls_required: Any, tls_certs: Ce
     try:
         await http.pub("tls_topic", b"x")
         await http.pub("tls_topic", b"y")
-        assert _wire_idle(http) == 1
+        assert _wire(http).opened == 1
     finally:
         await http.close()
     http = open_nsqd(flavour, https)  # system CAs do not know our test CA
