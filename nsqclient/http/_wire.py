@@ -161,13 +161,7 @@ class _Origin:
         self.address = f"{self.host}:{self.port}"
         self.ssl: ssl.SSLContext | None = None
         if self.https:
-            if isinstance(verify, ssl.SSLContext):
-                self.ssl = verify
-            else:
-                self.ssl = ssl.create_default_context()
-                if not verify:
-                    self.ssl.check_hostname = False
-                    self.ssl.verify_mode = ssl.CERT_NONE
+            self.ssl = _context(verify)
         fixed = {"Host": parts.netloc, **headers}
         self._tail = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("latin-1")
 
@@ -175,6 +169,21 @@ class _Origin:
         body = content or b""
         head = f"{method} {target} HTTP/1.1\r\nContent-Length: {len(body)}\r\n".encode("latin-1")
         return b"".join((head, self._tail, b"\r\n", body))
+
+
+def _context(verify: ssl.SSLContext | bool) -> ssl.SSLContext:
+    """The context httpx would build: certifi's CAs for True (httpx's own dependency), none
+    checked for False."""
+    if isinstance(verify, ssl.SSLContext):
+        return verify
+    if verify:
+        import certifi
+
+        return ssl.create_default_context(cafile=certifi.where())
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 def _connect_failed(exc: BaseException, url: str, address: str) -> HTTPConnectError:
