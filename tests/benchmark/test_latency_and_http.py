@@ -92,3 +92,22 @@ def test_process_cpu_of_a_missing_pid_is_none() -> None:
     assert nsqd_cpu_seconds(None) is None
     own = nsqd_cpu_seconds(os.getpid())
     assert own is not None and own > 0
+
+
+def test_reader_options_reach_every_reader() -> None:
+    from nsqclient.benchmark import runner
+    from nsqclient.benchmark.run_cli import build_parser, settings_from_args
+
+    parser = build_parser()
+    args = parser.parse_args(
+        ["--nsqd-tcp", "h:1", "--nsqd-http", "h:2", "--reader-option", "output_buffer_timeout=0",
+         "--reader-option", "output_buffer_size=-1", "--scenarios", "drain-direct,latency-obt50"]
+    )  # fmt: skip
+    s = settings_from_args(args, parser, {})
+    assert s.reader_options == {"output_buffer_timeout": 0, "output_buffer_size": -1}
+    p = runner._params(s, "t", 10)
+    assert p.reader_addresses() == {
+        "nsqd_tcp_addresses": ["h:1"],
+        "output_buffer_timeout": 0,
+        "output_buffer_size": -1,
+    }
