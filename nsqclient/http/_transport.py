@@ -92,13 +92,14 @@ class AsyncTransport(_Base):
     ) -> None:
         super().__init__(address, timeout, verify, client is not None, headers)
         self._owns_client = client is None
-        self._client = (
-            client if client is not None else httpx.AsyncClient(**self._client_options(verify))
-        )
+        # the wire first: it checks the headers, and may refuse them before httpx opens anything
         self._wire = (
             AsyncWire(self.base_url, self._headers, _ssl_context(verify))
             if client is None
             else None
+        )
+        self._client = (
+            client if client is not None else httpx.AsyncClient(**self._client_options(verify))
         )
 
     async def _send(self, call: Call[T]) -> T:
@@ -168,11 +169,11 @@ class SyncTransport(_Base):
     ) -> None:
         super().__init__(address, timeout, verify, client is not None, headers)
         self._owns_client = client is None
-        self._client = (
-            client if client is not None else httpx.Client(**self._client_options(verify))
-        )
         self._wire = (
             SyncWire(self.base_url, self._headers, _ssl_context(verify)) if client is None else None
+        )
+        self._client = (
+            client if client is not None else httpx.Client(**self._client_options(verify))
         )
 
     def _send(self, call: Call[T]) -> T:

@@ -18,6 +18,7 @@ caller's error says so.
 from __future__ import annotations
 
 import asyncio
+import re
 import select
 import socket
 import ssl
@@ -25,7 +26,7 @@ from collections import deque
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from ..errors import HTTPConnectError, HTTPProtocolError, HTTPTimeoutError
+from ..errors import ConfigError, HTTPConnectError, HTTPProtocolError, HTTPTimeoutError
 
 __all__ = ["AsyncWire", "ResponseParser", "SyncWire", "WireResponse", "request_target"]
 
@@ -34,6 +35,8 @@ MAX_IDLE = 32
 #: connections open at once per asyncio client (httpx's default too); more requests queue
 MAX_CONNECTIONS = 100
 _MAX_HEAD = 64 * 1024
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 
 
 class WireResponse:
@@ -163,6 +166,12 @@ class _Origin:
         if self.https:
             self.ssl = _context(verify)
         fixed = {"Host": parts.netloc, **headers}
+        for name, value in fixed.items():
+            if not _TOKEN.fullmatch(name) or not _VALUE.fullmatch(value):
+                raise ConfigError(
+                    f"header {name!r}: {value!r} cannot be sent (names are HTTP tokens; values "
+                    "are printable Latin-1 without line breaks)"
+                )
         self._tail = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("latin-1")
 
     def encode(self, method: str, target: str, content: bytes | None) -> bytes:

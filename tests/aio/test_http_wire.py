@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nsqclient.errors import ConfigError
 from nsqclient.http import HTTPConnectError, HTTPTimeoutError, NsqdHTTPClient, SyncNsqdHTTPClient
 from nsqclient.http import _wire as _wire_module
 from nsqclient.http._wire import ResponseParser, WireResponse, request_target
@@ -125,6 +126,16 @@ async def test_concurrent_publishes_share_a_bounded_set_of_connections(
         assert http._wire is not None and http._wire.opened == 3
         found = find_topic(await http.stats(topic=topic), topic)
     assert found is not None and found["message_count"] == 40
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"X-Evil": "a\r\nX-Injected: 1"}, {"Bad Name": "x"}, {"X-Uni": "\u2603"}],
+)
+@pytest.mark.parametrize("cls", [NsqdHTTPClient, SyncNsqdHTTPClient])
+def test_headers_that_cannot_be_sent_are_refused(cls: Any, headers: dict[str, str]) -> None:
+    with pytest.raises(ConfigError, match="cannot be sent"):
+        cls("127.0.0.1:4151", headers=headers)
 
 
 def test_request_target_percent_encodes_values() -> None:
