@@ -283,6 +283,23 @@ class _Conn(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def close_quietly(self) -> None:
+        """Close a connection whose event loop may be closed already (asyncio then refuses to
+        close the transport): shut the socket down, so the server sees the close; the transport
+        releases the descriptor when it is collected."""
+        self.closed = True
+        if self.transport is None:
+            return
+        try:
+            self.transport.close()
+        except RuntimeError:
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
 
 class AsyncWire:
     """Idle asyncio connections to one origin, and a request on one of them."""
@@ -290,6 +307,7 @@ class AsyncWire:
     def __init__(self, base_url: str, headers: dict[str, str], verify: ssl.SSLContext | bool):
         self._origin = _Origin(base_url, headers, verify)
         self._idle: list[_Conn] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
         self.base_url = base_url
         self.address = self._origin.address
@@ -298,8 +316,19 @@ class AsyncWire:
     async def request(self, method: str, target: str, content: bytes | None) -> WireResponse:
         """One request; the caller bounds it with a timeout (a cancelled one drops the
         connection, since its answer may still arrive)."""
+        if asyncio.get_running_loop() is not self._loop:  # first use, or a new event loop
+            self._rebind()
         async with self._slots:
             return await self._request(method, target, content)
+
+    def _rebind(self) -> None:
+        """Connections and the semaphore belong to one event loop: a client used under a new
+        one (successive ``asyncio.run`` calls) starts afresh rather than hang on the old."""
+        self._loop = asyncio.get_running_loop()
+        self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close_quietly()
 
     async def _request(self, method: str, target: str, content: bytes | None) -> WireResponse:
         origin = self._origin
@@ -350,7 +379,7 @@ class AsyncWire:
     def close(self) -> None:
         idle, self._idle = self._idle, []
         for conn in idle:
-            conn.close()
+            conn.close_quietly()  # the caller's loop need not be theirs
 
 
 # -- blocking ------------------------------------------------------------------------------------

@@ -8,9 +8,11 @@ kept-alive connection, percent-encoded names, TLS, and a server that drops idle 
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import threading
 import uuid
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -219,6 +221,22 @@ class OneShot:
         self.address = address
         self.accepted = 0
         self.closed = threading.Event()  # set after each close
+
+
+def test_an_async_client_used_under_successive_event_loops_starts_afresh(nsqd: Any) -> None:
+    http = NsqdHTTPClient(nsqd.http_address, timeout=5)
+    topic = f"w_{uuid.uuid4().hex[:12]}"
+    with warnings.catch_warnings():
+        # the first loop's idle connection is shut down, its transport collected later
+        warnings.simplefilter("ignore", ResourceWarning)
+        asyncio.run(http.pub(topic, b"first loop"))
+        asyncio.run(http.pub(topic, b"second loop"))  # would wait on the dead loop otherwise
+        asyncio.run(http.aclose())
+        gc.collect()
+    assert http._wire is not None and http._wire.opened == 2
+    with SyncNsqdHTTPClient(nsqd.http_address) as check:
+        found = find_topic(check.stats(topic=topic), topic)
+    assert found is not None and found["message_count"] == 2
 
 
 @pytest.fixture
