@@ -116,6 +116,8 @@ class ResponseParser:
             elif "content-length" in headers:
                 self._mode = "length"
                 self._body_len = int(headers["content-length"])
+                if self._body_len < 0:
+                    raise ValueError(f"negative Content-Length {self._body_len}")
             elif status in (204, 304):
                 self._mode, self._body_len = "length", 0
             else:
@@ -140,6 +142,8 @@ class ResponseParser:
             if line_end < 0:
                 return None
             size = int(bytes(buf[:line_end]).split(b";", 1)[0].strip(), 16)
+            if size < 0:
+                raise ValueError(f"negative chunk size {size}")
             if size == 0:
                 trailer_end = buf.find(b"\r\n\r\n", line_end)
                 if buf[line_end : line_end + 4] == b"\r\n\r\n":

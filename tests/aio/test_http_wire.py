@@ -95,6 +95,9 @@ def test_incomplete_answer_at_eof_is_none() -> None:
         b"HTTP/1.1 200 OK\r\nno-colon-here\r\n\r\n",
         OK_V1 + b"extra",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nabc\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\n",
     ],
 )
 def test_malformed_answers_raise_value_error(raw: bytes) -> None:
