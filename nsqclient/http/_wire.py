@@ -316,6 +316,7 @@ class AsyncWire:
         self.base_url = base_url
         self.address = self._origin.address
         self.opened = 0  # connections made so far (reuse shows as requests >> opened)
+        self._closed = False
 
     async def request(self, method: str, target: str, content: bytes | None) -> WireResponse:
         """One request; the caller bounds it with a timeout (a cancelled one drops the
@@ -374,13 +375,17 @@ class AsyncWire:
             raise _broke(exc, url, origin.address) from exc
         finally:
             conn.waiter = None
-            if ok and response.keep_alive and not conn.closed and len(idle) < MAX_IDLE:
+            idle = self._idle  # not the list taken above: close() or a new loop replace it
+            keep = ok and response.keep_alive and not conn.closed and not self._closed
+            if keep and len(idle) < MAX_IDLE:
                 idle.append(conn)
             else:
                 conn.close()
         return response
 
     def close(self) -> None:
+        """Close the idle connections; those still in a request close when it ends."""
+        self._closed = True
         idle, self._idle = self._idle, []
         for conn in idle:
             conn.close_quietly()  # the caller's loop need not be theirs
@@ -398,6 +403,7 @@ class SyncWire:
         self._idle: deque[socket.socket] = deque()
         self.base_url = base_url
         self.opened = 0  # connections made so far (a racy count across threads: a statistic)
+        self._closed = False
 
     def _take_idle(self) -> socket.socket | None:
         while True:
@@ -456,13 +462,17 @@ class SyncWire:
         except OSError as exc:
             raise _broke(exc, url, origin.address) from exc
         finally:
-            if keep and len(self._idle) < MAX_IDLE:  # racing threads may keep a few more
-                self._idle.append(sock)
+            if keep and not self._closed and len(self._idle) < MAX_IDLE:
+                self._idle.append(sock)  # racing threads may keep a few more than MAX_IDLE
             else:
                 sock.close()
+        if self._closed:  # closed while this request ran: do not leave a socket behind
+            self.close()
         return response
 
     def close(self) -> None:
+        """Close the idle sockets; those still in a request close when it ends."""
+        self._closed = True
         while self._idle:
             try:
                 self._idle.pop().close()

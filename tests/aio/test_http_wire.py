@@ -226,6 +226,42 @@ class OneShot:
         self.closed = threading.Event()  # set after each close
 
 
+async def test_a_connection_in_use_when_the_client_closes_is_closed_after_its_answer(
+    nsqd: Any,
+) -> None:
+    http = NsqdHTTPClient(nsqd.http_address, timeout=5)
+    wire = http._wire
+    assert wire is not None
+    real_encode = wire._origin.encode
+
+    def encode_then_close(*args: Any) -> bytes:
+        wire.close()  # what aclose() does, while this request is under way
+        return real_encode(*args)
+
+    wire._origin.encode = encode_then_close  # type: ignore[method-assign]
+    await http.pub(f"w_{uuid.uuid4().hex[:12]}", b"x")  # it still gets its answer
+    assert wire.opened == 1 and wire._idle == []  # and its connection was not kept
+    await http.aclose()
+
+
+def test_a_sync_socket_in_use_when_the_client_closes_is_closed_after_its_answer(
+    one_shot_server: OneShot,
+) -> None:
+    http = SyncNsqdHTTPClient(one_shot_server.address, timeout=5)
+    wire = http._wire
+    assert wire is not None
+    real_connect = wire._connect
+
+    def connect_then_close(timeout: float, url: str) -> socket.socket:
+        sock = real_connect(timeout, url)
+        http.close()  # another thread closing the client mid-request
+        return sock
+
+    wire._connect = connect_then_close  # type: ignore[method-assign]
+    http.pub("t", b"x")
+    assert not wire._idle
+
+
 def test_an_async_client_used_under_successive_event_loops_starts_afresh(nsqd: Any) -> None:
     http = NsqdHTTPClient(nsqd.http_address, timeout=5)
     topic = f"w_{uuid.uuid4().hex[:12]}"
