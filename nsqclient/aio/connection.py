@@ -189,6 +189,7 @@ class Connection(asyncio.Protocol):
         self._wbuf: list[bytes] = []
         self._wrest: memoryview | None = None  # unsent rest of a big batch, written first
         self._flush_scheduled = False
+        self._batch_now: float | None = None  # see request()
         self._pending: collections.deque[Pending] = collections.deque()
         #: the earliest deadline among pending requests (may be stale-early, never late)
         self._next_deadline = float("inf")
@@ -546,6 +547,7 @@ class Connection(asyncio.Protocol):
 
     def _flush(self, force: bool = False) -> None:
         self._flush_scheduled = False
+        self._batch_now = None
         transport = self._transport
         if transport is None or self.state is ConnectionState.CLOSED:
             self._wbuf.clear()
@@ -609,16 +611,19 @@ class Connection(asyncio.Protocol):
         loop = self._loop
         fut: asyncio.Future[bytes] = _Future(loop=loop)
         pending = self._pending
+        # one clock read per batch: the time of the first request since the last flush, at most
+        # one loop iteration old (a deadline a little early, never late)
+        now = self._batch_now
+        if now is None:
+            now = self._batch_now = loop.time()  # type: ignore[union-attr]
         if timeout is not None:
-            deadline = loop.time() + timeout  # type: ignore[union-attr]
+            deadline = now + timeout
             if deadline < self._next_deadline:
                 self._next_deadline = deadline
-            if not pending:
-                self._waiting_since = deadline - timeout
         else:
             deadline = _INF
-            if not pending:
-                self._waiting_since = loop.time()  # type: ignore[union-attr]
+        if not pending:
+            self._waiting_since = now
         pending.append((fut, deadline, data))
         self._wbuf.append(data)
         if not self._flush_scheduled:
