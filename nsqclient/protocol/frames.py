@@ -168,7 +168,7 @@ class FrameDecoder:
             self._have = 0
         elif type(data) is not bytes:
             data = bytes(data)
-        elif data.startswith(_OK_FRAME):
+        if data.startswith(_OK_FRAME):
             # a publisher's read path: a chunk of nothing but OK replies, one C scan (the
             # occurrences tile the chunk exactly when they cover its length)
             n = data.count(_OK_FRAME)
@@ -221,13 +221,7 @@ class FrameDecoder:
         max_size = self.max_frame_size
         pos = 0
         end = len(data)
-        startswith = data.startswith
         while end - pos >= 8 and limit:
-            if startswith(_OK_FRAME, pos):  # the commonest frame of a publisher, no copy
-                append(OK)
-                pos += 10
-                limit -= 1
-                continue
             if end - pos >= _MESSAGE_OFFSET:
                 size, kind, timestamp, attempts, msg_id = unpack_message(data, pos)
             else:
