@@ -604,7 +604,8 @@ class Connection(asyncio.Protocol):
         the future with NSQTimeoutError; the reply, if it comes later, is consumed and dropped.
         """
         # The publish hot path: request_to's body inlined, the future made without the loop's
-        # create_future() hop (uvloop's futures are asyncio's too, so nothing is lost)
+        # create_future() hop (which returns this same asyncio.Future on asyncio's loops and on
+        # uvloop; an asyncio.Future works on any loop)
         state = self.state
         if state is not _CONNECTED and state is not _SUBSCRIBED:
             raise ConnectionClosedError(f"connection is {state.value}", address=self.address)
