@@ -4,6 +4,7 @@ upgrade (TLS, snappy, deflate, TLS with either), with exact counts on both sides
 from __future__ import annotations
 
 import asyncio
+import signal
 from typing import Any
 
 import pytest
@@ -97,3 +98,42 @@ def test_writer_and_reader_on_uvloop_over_tls(
     assert negotiated.tls_v1
     assert negotiated.snappy is bool(options.get("snappy"))
     assert negotiated.deflate is bool(options.get("deflate"))
+
+
+def test_stop_on_signals_on_uvloop_closes_and_keeps_the_applications_loop_handler(
+    nsqd: NsqdProcess,
+) -> None:
+    """uvloop's handler table is private: the Reader's SIGTERM handler goes in at the Python
+    level, so an application's ``loop.add_signal_handler`` is never lost (uvloop runs it too)."""
+
+    async def main() -> tuple[bool, list[int]]:
+        loop = asyncio.get_running_loop()
+        seen: list[int] = []
+        got = asyncio.Event()
+
+        def application(n: int) -> None:
+            seen.append(n)
+            got.set()
+
+        loop.add_signal_handler(signal.SIGTERM, application, 1)
+        try:
+            reader = Reader(unique(), "c", nsqd_tcp_addresses=[nsqd.tcp_address])
+            async with asyncio.timeout(DEADLINE):
+                await reader.start()
+                reader.stop_on_signals()
+                signal.raise_signal(signal.SIGTERM)
+                await reader.wait_closed()  # the Reader's handler ran: it closed gracefully
+                await got.wait()  # and uvloop ran the application's as well
+                got.clear()
+                signal.raise_signal(signal.SIGTERM)  # restored: the application's alone now
+                await got.wait()
+            return reader.is_closed, seen
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        closed, seen = _run_on_uvloop(main())
+    finally:
+        signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
+    assert closed and seen == [1, 1]
