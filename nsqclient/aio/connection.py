@@ -62,6 +62,7 @@ from ..protocol.identify import AuthResponse, IdentifyOptions, IdentifyResponse
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..stats import ConnectionStats
 
 __all__ = ["Connection", "ConnectionOwner", "ConnectionState", "Pending", "close_all"]
 
@@ -907,6 +908,20 @@ class Connection(asyncio.Protocol):
         """Call ``callback()`` (on the loop) once the connection has closed, however it closed."""
         assert self._closed_future is not None
         self._closed_future.add_done_callback(lambda _f: callback())
+
+    def stats(self) -> ConnectionStats:
+        """Counters and state of this connection (a new dict each call): :mod:`nsqclient.stats`."""
+        return {
+            "address": self.address,
+            "state": self.state.value,
+            "rdy": self.rdy,
+            "in_flight": len(self.in_flight),
+            "received": self.messages_received,
+            "finished": self.messages_finished,
+            "requeued": self.messages_requeued,
+            "pending": len(self._pending),
+            "heartbeats_received": self.heartbeats_received,
+        }
 
     def __repr__(self) -> str:
         return f"<Connection nsqd={self.address} {self.state.value} rdy={self.rdy}>"

@@ -52,6 +52,7 @@ from .tls import make_ssl_context
 
 if TYPE_CHECKING:
     from ..http import NsqdHTTPClient
+    from ..stats import WriterStats
 
 __all__ = ["Writer"]
 
@@ -828,16 +829,11 @@ class Writer:
         """A snapshot list of the nsqd connections (a copy: safe to keep). Loop thread only."""
         return list(self._conns.values())
 
-    def stats(self) -> dict[str, Any]:
-        """Counters and per-connection state, cheap enough to poll (a new dict each call).
+    def stats(self) -> WriterStats:
+        """Counters and state, cheap enough to poll (a new dict each call; nothing per message).
 
-        Keys: ``published`` (messages acknowledged), ``published_over_http`` (of those, how many
-        went by the HTTP fallback), ``failed`` (publish calls that raised), ``resent`` (publishes
-        sent again after nsqd refused one pipelined ahead of them), ``outstanding`` (publishes
-        awaiting nsqd's reply, bounded by ``max_pending_publishes``), ``connection_losses``
-        (connections lost, not closed on purpose), ``reconnects`` (outages that ended with a
-        connection), ``nsqd_down`` (addresses currently unreachable) and ``connections`` (one
-        ``{"address", "state", "pending"}`` dict per connection).
+        Every key, its unit and its meaning: :class:`nsqclient.stats.WriterStats` (keys are only
+        ever added across releases). Loop thread only.
         """
         return {
             "published": self.published,
@@ -845,6 +841,7 @@ class Writer:
             "failed": self.failed,
             "resent": self.resent,
             "outstanding": self._outstanding,
+            "max_pending_publishes": self._max_pending,
             "connection_losses": self._outages.losses,
             "reconnects": self._outages.reconnects,
             "nsqd_down": self._outages.down,

@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..errors import ConfigError
+from ..sync.portal import LOOPS, loop_factory
 from .profiles import PROFILES, resolve_profile
 from .progress import Progress
 from .results import dump_json, exit_code, json_report, markdown_table, write_text
@@ -142,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--fanout-channels", type=_int_list, default=[20, 100], help="default 20,100"
     )
     parser.add_argument("--consumer-processes", type=_positive_int, default=0)
+    parser.add_argument(
+        "--loop",
+        choices=LOOPS,
+        default="asyncio",
+        help="event loop of the asyncio scenarios and of the sync facade's loop thread "
+        "(uvloop needs the nsqclient[uvloop] extra); default asyncio",
+    )
     parser.add_argument("--markdown", type=Path, help="write the markdown table here")
     parser.add_argument("--json", type=Path, help="write raw results here")
     parser.add_argument("--chart", type=Path, help="write a PNG chart here (needs [plot])")
@@ -192,6 +201,10 @@ def settings_from_args(
         )
     if args.readers_via_lookupd and not lookupd_http:
         parser.error("--readers-via-lookupd needs lookupd HTTP addresses")
+    try:
+        loop_factory(args.loop)
+    except ConfigError as exc:
+        parser.error(f"--loop {args.loop}: {exc}")
     return Settings(
         profile=profile,
         nsqd_tcp=nsqd_tcp,
@@ -202,6 +215,7 @@ def settings_from_args(
         consumer_processes=args.consumer_processes,
         use_lookupd=args.readers_via_lookupd,
         keep_topics=args.keep_topics,
+        loop=args.loop,
     )
 
 
@@ -226,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"nsqclient-benchmark: profile {prof.name} ({prof.messages:,} x {prof.payload_size} B, "
         f"concurrency {prof.concurrency}, batch {prof.batch_size}, max_in_flight "
         f"{prof.max_in_flight}) against nsqd {', '.join(settings.nsqd_tcp)}; "
-        f"{len(settings.scenarios)} scenarios, run {settings.run_id}"
+        f"{len(settings.scenarios)} scenarios on {settings.loop}, run {settings.run_id}"
         + (f"; OpenTelemetry {args.otel}" if args.otel != "off" else "")
     )
     results = run_benchmark(settings, progress)
