@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..compat import create_reader, create_writer
 from ..message import Message
+from ..stats import ConnectionStats, ReaderStats, WriterConnectionStats, WriterStats
 from .connection import Connection, ConnectionState
 from .delivery import MessageSink
 from .reader import Reader, ReaderState
@@ -19,6 +20,7 @@ from .writer import Writer
 __all__ = [
     "Connection",
     "ConnectionState",
+    "ConnectionStats",
     "LookupResult",
     "LookupdHTTPClient",
     "Message",
@@ -29,7 +31,10 @@ __all__ = [
     "Producer",
     "Reader",
     "ReaderState",
+    "ReaderStats",
     "Writer",
+    "WriterConnectionStats",
+    "WriterStats",
     "create_reader",
     "create_writer",
 ]

@@ -62,6 +62,7 @@ from ..protocol.identify import AuthResponse, IdentifyOptions, IdentifyResponse
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..stats import ConnectionStats
 
 __all__ = ["Connection", "ConnectionOwner", "ConnectionState", "Pending", "close_all"]
 
@@ -77,6 +78,8 @@ _rdy = commands.rdy_unchecked
 #: hundreds of megabytes at once is quadratic; bigger batches go out in slices of this size,
 #: following pause_writing/resume_writing.
 _MAX_WRITE = 1 << 20
+_INF: Final = float("inf")
+_Future = asyncio.Future
 
 
 class ConnectionState(enum.Enum):
@@ -88,6 +91,10 @@ class ConnectionState(enum.Enum):
     SUBSCRIBED = "subscribed"
     CLOSING = "closing"
     CLOSED = "closed"
+
+
+_CONNECTED: Final = ConnectionState.CONNECTED
+_SUBSCRIBED: Final = ConnectionState.SUBSCRIBED
 
 
 class ConnectionOwner(Protocol):
@@ -183,6 +190,7 @@ class Connection(asyncio.Protocol):
         self._wbuf: list[bytes] = []
         self._wrest: memoryview | None = None  # unsent rest of a big batch, written first
         self._flush_scheduled = False
+        self._batch_now: float | None = None  # see request()
         self._pending: collections.deque[Pending] = collections.deque()
         #: the earliest deadline among pending requests (may be stale-early, never late)
         self._next_deadline = float("inf")
@@ -373,13 +381,13 @@ class Connection(asyncio.Protocol):
         messages: list[Message] = []
         pending = self._pending
         for event in events:
-            if event.__class__ is Message:
-                messages.append(event)
-            elif event is OK and pending:  # a publish acknowledged: the PUB hot path
+            if event is OK and pending:  # a publish acknowledged: the PUB hot path
                 future = pending.popleft()[0]
                 self._waiting_since = self._last_read
                 if not future.done():
                     future.set_result(b"OK")
+            elif event.__class__ is Message:
+                messages.append(event)
             elif event is HEARTBEAT:
                 self.heartbeats_received += 1
                 self._write(_NOP)
@@ -540,6 +548,7 @@ class Connection(asyncio.Protocol):
 
     def _flush(self, force: bool = False) -> None:
         self._flush_scheduled = False
+        self._batch_now = None
         transport = self._transport
         if transport is None or self.state is ConnectionState.CLOSED:
             self._wbuf.clear()
@@ -595,9 +604,33 @@ class Connection(asyncio.Protocol):
         The deadline (``timeout`` seconds) is enforced by the connection's ticker, which fails
         the future with NSQTimeoutError; the reply, if it comes later, is consumed and dropped.
         """
-        assert self._loop is not None
-        fut: asyncio.Future[bytes] = self._loop.create_future()
-        self.request_to(fut, data, timeout)
+        # The publish hot path: request_to's body inlined, the future made without the loop's
+        # create_future() hop (which returns this same asyncio.Future on asyncio's loops and on
+        # uvloop; an asyncio.Future works on any loop)
+        state = self.state
+        if state is not _CONNECTED and state is not _SUBSCRIBED:
+            raise ConnectionClosedError(f"connection is {state.value}", address=self.address)
+        loop = self._loop
+        fut: asyncio.Future[bytes] = _Future(loop=loop)
+        pending = self._pending
+        # one clock read per batch: the time of the first request since the last flush, at most
+        # one loop iteration old (a deadline a little early, never late)
+        now = self._batch_now
+        if now is None:
+            now = self._batch_now = loop.time()  # type: ignore[union-attr]
+        if timeout is not None:
+            deadline = now + timeout
+            if deadline < self._next_deadline:
+                self._next_deadline = deadline
+        else:
+            deadline = _INF
+        if not pending:
+            self._waiting_since = now
+        pending.append((fut, deadline, data))
+        self._wbuf.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)  # type: ignore[union-attr]
         return fut
 
     def request_to(self, waiter: ReplyWaiter, data: bytes, timeout: float | None = None) -> None:
@@ -875,6 +908,20 @@ class Connection(asyncio.Protocol):
         """Call ``callback()`` (on the loop) once the connection has closed, however it closed."""
         assert self._closed_future is not None
         self._closed_future.add_done_callback(lambda _f: callback())
+
+    def stats(self) -> ConnectionStats:
+        """Counters and state of this connection (a new dict each call): :mod:`nsqclient.stats`."""
+        return {
+            "address": self.address,
+            "state": self.state.value,
+            "rdy": self.rdy,
+            "in_flight": len(self.in_flight),
+            "received": self.messages_received,
+            "finished": self.messages_finished,
+            "requeued": self.messages_requeued,
+            "pending": len(self._pending),
+            "heartbeats_received": self.heartbeats_received,
+        }
 
     def __repr__(self) -> str:
         return f"<Connection nsqd={self.address} {self.state.value} rdy={self.rdy}>"

@@ -48,6 +48,7 @@ from ..message import _DONE, Message
 from ..observability import _hook
 from ..protocol.identify import IdentifyOptions
 from ..protocol.names import validate_channel, validate_topic
+from ..stats import ReaderStats
 from .connection import Connection, ConnectionState, Pending, close_all
 from .delivery import Handler, HandlerRunner, MessageQueue, MessageSink, QueueClosed
 from .discovery import LookupdPoller
@@ -888,19 +889,14 @@ class Reader:
         """A snapshot list of the open nsqd connections (a copy: safe to keep). Loop thread only."""
         return list(self._conns.values())
 
-    def stats(self) -> dict[str, Any]:
-        """Counters and per-connection state, cheap enough to poll (a new dict each call).
+    def stats(self) -> ReaderStats:
+        """Counters and state, cheap enough to poll (a new dict each call; nothing per message).
 
-        Keys: ``topic``, ``channel``, ``state`` (a :class:`ReaderState` value); message counts
-        ``received``, ``finished``, ``requeued``, ``given_up`` (past ``max_attempts``),
-        ``in_flight`` (delivered, unanswered), ``lost_on_disconnect`` (in flight on a connection
-        that died: nsqd redelivers them), ``queued`` (delivered, not yet handed out);
-        ``response_errors``, ``connecting``; flow control ``max_in_flight``, ``total_rdy``,
-        ``backoff_level``, ``in_backoff``; and ``connections``: one dict per connection
-        (``address``, ``state``, ``rdy``, ``in_flight``, ``received``, ``finished``,
-        ``requeued``).
+        Every key, its unit and its meaning: :class:`nsqclient.stats.ReaderStats` (keys are only
+        ever added across releases). Loop thread only.
         """
         flow = self._flow
+        outages = self._outages
         return {
             "topic": self.topic,
             "channel": self.channel,
@@ -918,18 +914,10 @@ class Reader:
             "total_rdy": flow.total_rdy,
             "backoff_level": flow.backoff_level,
             "in_backoff": flow.in_backoff,
-            "connections": [
-                {
-                    "address": conn.address,
-                    "state": conn.state.value,
-                    "rdy": conn.rdy,
-                    "in_flight": len(conn.in_flight),
-                    "received": conn.messages_received,
-                    "finished": conn.messages_finished,
-                    "requeued": conn.messages_requeued,
-                }
-                for conn in self._conns.values()
-            ],
+            "connection_losses": outages.losses,
+            "reconnects": outages.reconnects,
+            "nsqd_down": outages.down,
+            "connections": [conn.stats() for conn in self._conns.values()],
         }
 
     def _queued(self) -> int:

@@ -111,10 +111,16 @@ class StopSignals:
 
     def install_on_loop(self, loop: asyncio.AbstractEventLoop) -> StopSignals:
         """Install with ``loop.add_signal_handler`` (the loop must run in the main thread); falls
-        back to :meth:`install` with a hop to the loop where the loop has no signal support."""
+        back to :meth:`install` with a hop to the loop where the loop has no signal support, or
+        where its handler table cannot be read (uvloop's is private to its C code): replacing an
+        application's loop handler there would lose it for good, since it could not be put back,
+        so the Python-level handler goes in front of the loop's instead (restored exactly)."""
         table = getattr(loop, "_signal_handlers", None)  # handlers the application added there
+        if not isinstance(table, dict):
+            self._callback = _hop_to(loop, self._callback)
+            return self.install()
         for sig in self.signals:
-            handle = table.get(sig) if isinstance(table, dict) else None
+            handle = table.get(sig)
             previous = signal.getsignal(sig)
             try:
                 loop.add_signal_handler(sig, self._callback, int(sig))

@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..errors import ConfigError
+from ..sync.portal import LOOPS, loop_factory
 from .latency import is_latency, reader_options
 from .profiles import PROFILES, resolve_profile
 from .progress import Progress
@@ -163,6 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=10.0,
         help="seconds of publishing in each latency scenario (default 10)",
     )
+    parser.add_argument(
+        "--loop",
+        choices=LOOPS,
+        default="asyncio",
+        help="event loop of the asyncio scenarios and of the sync facade's loop thread "
+        "(uvloop needs the nsqclient[uvloop] extra); default asyncio",
+    )
     parser.add_argument("--markdown", type=Path, help="write the markdown table here")
     parser.add_argument("--json", type=Path, help="write raw results here")
     parser.add_argument("--chart", type=Path, help="write a PNG chart here (needs [plot])")
@@ -213,6 +222,10 @@ def settings_from_args(
         )
     if args.readers_via_lookupd and not lookupd_http:
         parser.error("--readers-via-lookupd needs lookupd HTTP addresses")
+    try:
+        loop_factory(args.loop)
+    except ConfigError as exc:
+        parser.error(f"--loop {args.loop}: {exc}")
     return Settings(
         profile=profile,
         nsqd_tcp=nsqd_tcp,
@@ -226,6 +239,7 @@ def settings_from_args(
         latency_rate=args.latency_rate,
         latency_duration=args.latency_duration,
         reader_options=dict(args.reader_option),
+        loop=args.loop,
     )
 
 
@@ -242,7 +256,6 @@ def _latency_variant(name: str) -> bool:
 
 def _reader_option(text: str) -> tuple[str, int]:
     from ..config import Config
-    from ..errors import ConfigError
 
     name, sep, value = text.partition("=")
     name = name.strip()
@@ -286,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"nsqclient-benchmark: profile {prof.name} ({prof.messages:,} x {prof.payload_size} B, "
         f"concurrency {prof.concurrency}, batch {prof.batch_size}, max_in_flight "
         f"{prof.max_in_flight}) against nsqd {', '.join(settings.nsqd_tcp)}; "
-        f"{len(settings.scenarios)} scenarios, run {settings.run_id}"
+        f"{len(settings.scenarios)} scenarios on {settings.loop}, run {settings.run_id}"
         + (f"; OpenTelemetry {args.otel}" if args.otel != "off" else "")
     )
     results = run_benchmark(settings, progress)

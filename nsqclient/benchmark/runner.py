@@ -8,12 +8,15 @@ own counters), then the topic is deleted. The exit status is 1 when any row has 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import os
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any
 
+from ..sync.portal import LOOP_ENV, loop_factory
 from .accounting import peak_rss_kib
 from .latency import LATENCY_DEFAULT_VARIANTS, is_latency, nsqd_cpu_seconds, nsqd_pid
 from .nsqd_admin import NsqdAdmin
@@ -67,6 +70,8 @@ class Settings:
     latency_rate: float = 100.0  # msgs/s of the latency scenarios
     latency_duration: float = 10.0  # seconds of publishing in each
     reader_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # every Reader's
+    #: the event loop of every scenario (``--loop``): "asyncio" or "uvloop"
+    loop: str = "asyncio"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +88,7 @@ class Settings:
             "latency_rate": self.latency_rate,
             "latency_duration": self.latency_duration,
             "reader_options": self.reader_options,
+            "loop": self.loop,
         }
 
 
@@ -144,11 +150,12 @@ def _messages_for(name: str, s: Settings) -> int:
 
 
 def _measure(name: str, p: Params, s: Settings) -> Measurement:
-    """Dispatch to the measurement; aio ones get a fresh event loop each."""
+    """Dispatch to the measurement; aio ones get a fresh event loop each (of ``s.loop``)."""
     from . import multiproc, scenarios, sync_scenarios
 
     def aio(coro: Coroutine[Any, Any, Measurement]) -> Measurement:
-        return asyncio.run(coro)
+        with asyncio.Runner(loop_factory=loop_factory(s.loop)) as runner:
+            return runner.run(coro)
 
     table: dict[str, Callable[[], Measurement]] = {
         "tcp-pub": lambda: aio(scenarios.measure_pub(p)),
@@ -338,8 +345,24 @@ async def _verify_drain(p: Params) -> Measurement:
 def run_benchmark(s: Settings, progress: Progress | None = None) -> list[ScenarioResult]:
     progress = progress or Progress(enabled=False)
     results: list[ScenarioResult] = []
-    with NsqdAdmin(s.nsqd_http) as admin:
+    with _loop_env(s.loop), NsqdAdmin(s.nsqd_http) as admin:
         admin.ping()
         for i, name in enumerate(s.scenarios, 1):
             results.append(run_scenario(name, s, admin, progress, i, len(s.scenarios)))
     return results
+
+
+@contextlib.contextmanager
+def _loop_env(loop: str) -> Iterator[None]:
+    """The sync scenarios' loop thread reads ``$NSQCLIENT_LOOP`` when it starts: set it to
+    ``loop`` for the run (and for consumer processes started meanwhile), then restore it."""
+    loop_factory(loop)  # an unknown name or a missing uvloop fails before any scenario
+    before = os.environ.get(LOOP_ENV)
+    os.environ[LOOP_ENV] = loop
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(LOOP_ENV, None)
+        else:
+            os.environ[LOOP_ENV] = before

@@ -201,8 +201,8 @@ class _ThreadCollector:
 
 
 def _reader_errors(reader: SyncReader) -> int:
-    stats: dict[str, Any] = reader.stats()
-    return int(stats["response_errors"]) + int(stats["lost_on_disconnect"])
+    stats = reader.stats()
+    return stats["response_errors"] + stats["lost_on_disconnect"]
 
 
 def measure_sync_drain(p: Params, mode: str = "iter") -> Measurement:

@@ -12,15 +12,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..stats import ConnectionStats, SyncReaderStats, SyncWriterStats, WriterConnectionStats
 from .portal import get_loop, run_in_loop
 from .reader import SyncReader
 from .writer import SyncWriter
 
 __all__ = [
+    "ConnectionStats",
     "SyncLookupdHTTPClient",
     "SyncNsqdHTTPClient",
     "SyncReader",
+    "SyncReaderStats",
     "SyncWriter",
+    "SyncWriterStats",
+    "WriterConnectionStats",
     "get_loop",
     "run_in_loop",
 ]

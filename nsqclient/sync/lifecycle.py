@@ -30,6 +30,7 @@ class FacadeLifecycle:
     _life: Lifetime[None]
 
     def _init_lifecycle(self) -> None:
+        portal.loop_factory()  # a bad $NSQCLIENT_LOOP fails here, in the caller, at once
         self._closed = False
         self._close_claim = threading.Lock()
         self._generation = -1  # != portal.fork_generation: attach on first use

@@ -15,6 +15,9 @@ the child) and starts its own on first use; objects created before the fork noti
 :data:`fork_generation` and rebuild themselves instead of touching inherited sockets. Objects still
 open at interpreter exit are closed gracefully (``atexit``, and multiprocessing's exit hook in
 forked children, which skip ``atexit``).
+
+The loop implementation: asyncio's own, or uvloop when ``$NSQCLIENT_LOOP`` is ``uvloop`` (the
+``nsqclient[uvloop]`` extra), read each time the loop thread starts (:func:`loop_factory`).
 """
 
 from __future__ import annotations
@@ -30,15 +33,18 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, Protocol, TypeVar
 
-from ..errors import ClosedError, NSQError, NSQTimeoutError
+from ..errors import ClosedError, ConfigError, NSQError, NSQTimeoutError
 
 __all__ = [
+    "LOOPS",
+    "LOOP_ENV",
     "SLICE",
     "Lifetime",
     "LoopThread",
     "fork_generation",
     "fork_lock",
     "get_loop",
+    "loop_factory",
     "run_in_loop",
     "wait_future",
 ]
@@ -54,6 +60,37 @@ _EXIT_CLOSE_TIMEOUT = 5.0
 #: incremented in a forked child; sync objects compare it to the value they were created with
 fork_generation = 0
 
+#: the environment variable that chooses the loop thread's event loop
+LOOP_ENV = "NSQCLIENT_LOOP"
+#: the values it may take (unset or empty: ``asyncio``)
+LOOPS = ("asyncio", "uvloop")
+
+
+def loop_factory(name: str | None = None) -> Callable[[], asyncio.AbstractEventLoop]:
+    """What makes the event loop for ``name`` (default: ``$NSQCLIENT_LOOP``, else asyncio's).
+
+    Raises ConfigError for a name that is not in :data:`LOOPS`, and for ``uvloop`` when it is
+    not installed; uvloop is imported only here, only when asked for.
+    """
+    if name is None:
+        name = os.environ.get(LOOP_ENV, "")
+    choice = name.strip().lower() or "asyncio"
+    if choice == "asyncio":
+        return asyncio.new_event_loop
+    if choice == "uvloop":
+        try:
+            import uvloop
+        except ImportError as exc:
+            raise ConfigError(
+                f"{LOOP_ENV}=uvloop asks for uvloop, which is not installed: "
+                "pip install 'nsqclient[uvloop]' (or unset it for asyncio's own loop)"
+            ) from exc
+        return uvloop.new_event_loop
+    raise ConfigError(
+        f"{LOOP_ENV}={name!r} is not an event loop nsqclient knows: use one of "
+        f"{', '.join(LOOPS)} (unset means asyncio)"
+    )
+
 
 class Closable(Protocol):
     def _close_at_exit(self, timeout: float) -> None: ...
@@ -66,7 +103,7 @@ class LoopThread:
     _instance: LoopThread | None = None
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = loop_factory()()
         self.leases = 0
         self.pid = os.getpid()
         started = threading.Event()

@@ -35,6 +35,7 @@ from .portal import SLICE, LoopThread
 if TYPE_CHECKING:
     from ..aio.reader import Reader
     from ..aio.tracker import MessageTracker
+    from ..stats import ReaderStats, SyncReaderStats
 
 __all__ = ["SyncReader"]
 
@@ -475,11 +476,12 @@ class SyncReader(FacadeLifecycle):
         self._check()
         return self._portal.loop
 
-    def stats(self) -> dict[str, Any]:
-        """The core Reader's counters, plus ``local_buffered``: taken from the bridge and not
-        yet handed to an iterating thread. ``queued`` counts every message delivered and not
-        yet handed to the application (in the bridge, buffered here, or in ``run()``'s work
-        queue). Works after close too (the last counters)."""
+    def stats(self) -> SyncReaderStats:
+        """The core Reader's stats (:class:`nsqclient.stats.ReaderStats`) plus ``local_buffered``:
+        taken from the bridge and not yet handed to an iterating thread. ``queued`` counts every
+        message delivered and not yet handed to the application (in the bridge, buffered here,
+        or in ``run()``'s work queue). Any thread; works after close too (the last counters).
+        Every key and its unit: :class:`nsqclient.stats.SyncReaderStats`."""
         if not self._closed:
             self._check()
         if self._generation == -1:  # closed before first use: a core Reader that never ran
@@ -487,15 +489,16 @@ class SyncReader(FacadeLifecycle):
             reader._close_unstarted()
         else:
             reader = self._reader
+        core: ReaderStats
         if reader.is_closed or self._generation != portal.fork_generation:
-            result = reader.stats()  # nothing changes it any more: read it here
+            core = reader.stats()  # nothing changes it any more: read it here
         else:
             try:
-                result = self._portal.call(_call(reader.stats), _CONTROL_TIMEOUT)
+                core = self._portal.call(_call(reader.stats), _CONTROL_TIMEOUT)
             except ClosedError:  # closed meanwhile and the loop has stopped
-                result = reader.stats()
+                core = reader.stats()
         local = len(self._local)
-        result["local_buffered"] = local
+        result: SyncReaderStats = {**core, "local_buffered": local}
         result["queued"] += local + len(self._work_queue)
         return result
 

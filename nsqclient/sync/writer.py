@@ -27,6 +27,7 @@ from .publish import PublishQueue, PublishTicket
 
 if TYPE_CHECKING:
     from ..aio.writer import Writer
+    from ..stats import SyncWriterStats, WriterStats
 
 __all__ = ["SyncWriter"]
 
@@ -262,17 +263,18 @@ class SyncWriter(FacadeLifecycle):
         self._check()
         return self._portal.loop
 
-    def stats(self) -> dict[str, Any]:
-        """The core Writer's counters, plus ``queued``: publishes waiting to cross."""
+    def stats(self) -> SyncWriterStats:
+        """The core Writer's stats (:class:`nsqclient.stats.WriterStats`) plus ``queued``:
+        publishes waiting to cross to the loop. Any thread. Every key and its unit:
+        :class:`nsqclient.stats.SyncWriterStats`."""
         self._check()
-        result = self._portal.call(_stats(self._writer), timeout=5)
-        result["queued"] = len(self._queue)
-        return result
+        core = self._portal.call(_stats(self._writer), timeout=5)
+        return {**core, "queued": len(self._queue)}
 
     def __repr__(self) -> str:
         core = getattr(self, "_writer", None)
         return f"<SyncWriter {'closed' if self._closed else 'open'} {core!r}>"
 
 
-async def _stats(writer: Writer) -> dict[str, Any]:
+async def _stats(writer: Writer) -> WriterStats:
     return writer.stats()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +165,46 @@ def test_otel_run_instruments_the_clients_and_stays_correct(
     report = json.loads((tmp_path / "r.json").read_text())
     assert code == 0 and report["ok"] is True
     assert report["settings"]["otel"] == "traces"
+
+
+def test_loop_uvloop_runs_the_aio_and_sync_scenarios_on_uvloop(
+    nsqd: NsqdProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--loop uvloop``: every measured loop (asyncio scenarios, the sync loop thread) is one."""
+    import uvloop
+
+    from nsqclient.sync import portal
+
+    made: list[type] = []
+    real_factory = portal.loop_factory
+
+    def recording_factory(name: str | None = None) -> Any:
+        make = real_factory(name)
+
+        def new_loop() -> asyncio.AbstractEventLoop:
+            loop = make()
+            made.append(type(loop))
+            return loop
+
+        return new_loop
+
+    monkeypatch.setattr(portal, "loop_factory", recording_factory)
+    monkeypatch.setattr(runner, "loop_factory", recording_factory)
+    monkeypatch.delenv(portal.LOOP_ENV, raising=False)
+    code = cli.main(
+        [*_cluster_args(nsqd), "--messages", "100", "--concurrency", "8", "--threads", "3",
+         "--scenarios", "tcp-pub,sync-pub,drain-direct", "--loop", "uvloop", "--quiet",
+         "--json", str(tmp_path / "r.json")]
+    )  # fmt: skip
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert code == 0 and report["ok"] is True
+    assert report["settings"]["loop"] == "uvloop"
+    assert len(made) >= 3 and set(made) == {uvloop.Loop}  # 2 asyncio scenarios + 1 loop thread
+    assert portal.LOOP_ENV not in os.environ  # restored after the run
+
+
+def test_an_unknown_loop_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--nsqd-tcp", "x:1", "--nsqd-http", "x:2", "--loop", "trio"])
+    assert exc.value.code == 2
+    assert "--loop: invalid choice: 'trio'" in capsys.readouterr().err

@@ -521,3 +521,45 @@ def test_next_event_needs_a_whole_frame() -> None:
 
 def test_kind_constants() -> None:
     assert (FRAME_RESPONSE, FRAME_ERROR, FRAME_MESSAGE) == (0, 1, 2)
+
+
+# -- a publisher's read path: runs of OK replies (decoded by a fast path that must agree) --
+
+_OK_RAW = raw_frame(FRAME_RESPONSE, b"OK")
+_ok_heavy = st.lists(
+    st.one_of(
+        st.just((_OK_RAW, ("response", b"OK"))),
+        st.just((_OK_RAW, ("response", b"OK"))),
+        st.just((_OK_RAW * 3, ("response", b"OK"))),
+        # a message whose body is made of OK frames must stay one message
+        st.just((raw_message(TS, 1, MSG_ID, _OK_RAW * 2), ("message", TS, 1, MSG_ID, _OK_RAW * 2))),
+        st.just((raw_frame(FRAME_RESPONSE, b"OKAY"), ("response", b"OKAY"))),
+        st.just((raw_frame(FRAME_RESPONSE, b"_heartbeat_"), ("heartbeat",))),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@given(_ok_heavy, st.data())
+@settings(max_examples=300, deadline=None)
+def test_runs_of_ok_replies_decode_like_any_other_frames(
+    stream: list[tuple[bytes, tuple[object, ...]]], data: st.DataObject
+) -> None:
+    raw = b"".join(f for f, _ in stream)
+    expected: list[object] = []
+    for frame, event in stream:
+        expected.extend([event] * (3 if frame == _OK_RAW * 3 else 1))
+    cuts = data.draw(st.lists(st.integers(0, len(raw)), max_size=6))
+    assert decode_all(split_at(raw, cuts)) == expected
+
+
+def test_a_chunk_of_only_ok_replies_yields_the_ok_singleton() -> None:
+    decoder = FrameDecoder()
+    events = decoder.feed(_OK_RAW * 100)
+    assert len(events) == 100 and all(e is OK for e in events)
+    assert decoder.buffered == 0
+    # a partial OK after whole ones is kept, and completes with the next chunk
+    events = decoder.feed(_OK_RAW * 2 + _OK_RAW[:4])
+    assert len(events) == 2 and decoder.buffered == 4
+    assert decoder.feed(_OK_RAW[4:]) == [OK]

@@ -24,7 +24,17 @@ import nsqclient
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = f"nsqclient-{nsqclient.__version__}"
-SUBPACKAGES = {"aio", "benchmark", "cli", "flow", "http", "protocol", "sync", "testing"}
+SUBPACKAGES = {
+    "aio",
+    "benchmark",
+    "cli",
+    "flow",
+    "http",
+    "observability",
+    "protocol",
+    "sync",
+    "testing",
+}
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
