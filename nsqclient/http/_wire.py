@@ -23,7 +23,7 @@ import select
 import socket
 import ssl
 from collections import deque
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote, urlsplit
 
 from ..errors import ConfigError, HTTPConnectError, HTTPProtocolError, HTTPTimeoutError
@@ -244,8 +244,8 @@ class _Conn(asyncio.Protocol):
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport (uvloop's does not subclass asyncio.Transport)
+        self.transport = cast("asyncio.Transport", transport)
 
     def data_received(self, data: bytes) -> None:
         waiter = self.waiter
@@ -350,7 +350,7 @@ class AsyncWire:
         loop = asyncio.get_running_loop()
         if conn is None:
             try:
-                _, conn = await loop.create_connection(
+                transport, conn = await loop.create_connection(
                     _Conn,
                     origin.host,
                     origin.port,
@@ -360,6 +360,8 @@ class AsyncWire:
             except (OSError, ssl.SSLError) as exc:
                 raise _connect_failed(exc, url, origin.address) from exc
             self.opened += 1
+            if conn.transport is None:  # uvloop may call connection_made a turn later
+                conn.transport = transport
         assert conn.transport is not None
         waiter: asyncio.Future[WireResponse] = loop.create_future()
         conn.waiter = waiter

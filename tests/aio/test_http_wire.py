@@ -328,3 +328,40 @@ async def test_async_idle_connection_closed_by_the_server_is_not_reused(
         assert await asyncio.to_thread(one_shot_server.closed.wait, 5)
         await http.pub("t", b"x")  # the loop may not have seen the close yet: still a new one
     assert one_shot_server.accepted == 2
+
+
+def test_publishing_on_uvloop_reuses_and_replaces_connections(
+    nsqd: Any, one_shot_server: OneShot, tls_certs: CertBundle, nsqd_tls_required: Any
+) -> None:
+    """uvloop's transports are not asyncio.Transport subclasses and may report connection_made
+    a turn late: keep-alive, a server-closed idle connection and HTTPS work on it too."""
+    import uvloop
+
+    topic = f"w_{uuid.uuid4().hex[:12]}"
+
+    async def main() -> tuple[int, int, int]:
+        assert isinstance(asyncio.get_running_loop(), uvloop.Loop)
+        async with NsqdHTTPClient(nsqd.http_address) as http:
+            for i in range(10):
+                await http.pub(topic, b"u%d" % i)
+            assert http._wire is not None
+            kept = http._wire.opened
+        https = f"https://{nsqd_tls_required.https_address}"
+        async with NsqdHTTPClient(https, verify=str(tls_certs.ca_cert)) as secure:
+            await secure.pub("tls_topic", b"a")
+            await secure.pub("tls_topic", b"b")
+            assert secure._wire is not None
+            tls = secure._wire.opened
+        async with NsqdHTTPClient(one_shot_server.address, timeout=5) as http:
+            await http.pub("t", b"x")
+            assert await asyncio.to_thread(one_shot_server.closed.wait, 5)
+            await http.pub("t", b"x")
+            assert http._wire is not None
+            replaced = http._wire.opened
+        return kept, tls, replaced
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert runner.run(main()) == (1, 1, 2)
+    with SyncNsqdHTTPClient(nsqd.http_address) as check:
+        found = find_topic(check.stats(topic=topic), topic)
+    assert found is not None and found["message_count"] == 10
