@@ -425,6 +425,11 @@ def _server_hint(code: str, text: str) -> str:
         )
     if code == "E_UNAUTHORIZED":
         return "the auth server grants this secret no permission for this topic/channel"
+    if code == "E_BAD_BODY" and "output buffer timeout" in text:
+        return (
+            "this nsqd's --min/--max-output-buffer-timeout do not allow output_buffer_timeout "
+            "(nsqclient's default is 25 ms); set a value within them, or 0 for nsqd's own default"
+        )
     return ""
 
 

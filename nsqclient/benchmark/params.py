@@ -6,7 +6,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Measurement", "Params", "Probe"]
+__all__ = ["HTTP_CONCURRENCY", "Measurement", "Params", "Probe"]
+
+#: concurrent publishers (requests in flight) of the HTTP publish scenarios
+HTTP_CONCURRENCY = 16
 
 Measurement = dict[str, Any]
 """The fields a measurement returns, named as in the peer comparison's driver protocol
@@ -45,11 +48,14 @@ class Params:
     timeout: float = 120.0
     lookupd_http: list[str] = dataclasses.field(default_factory=list)
     probe: Probe = dataclasses.field(default_factory=Probe)
+    #: ``--reader-option`` overrides, given to every Reader a scenario creates
+    reader_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def reader_addresses(self) -> dict[str, Any]:
+        """A Reader's address keyword, plus the ``reader_options`` overrides."""
         if self.lookupd_http:
-            return {"lookupd_http_addresses": list(self.lookupd_http)}
-        return {"nsqd_tcp_addresses": list(self.nsqd_tcp)}
+            return {"lookupd_http_addresses": list(self.lookupd_http), **self.reader_options}
+        return {"nsqd_tcp_addresses": list(self.nsqd_tcp), **self.reader_options}
 
     def replace(self, **changes: Any) -> Params:
         return dataclasses.replace(self, **changes)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..sync.portal import LOOPS, loop_factory
+from .latency import is_latency, reader_options
 from .profiles import PROFILES, resolve_profile
 from .progress import Progress
 from .results import dump_json, exit_code, json_report, markdown_table, write_text
@@ -145,6 +146,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--consumer-processes", type=_positive_int, default=0)
     parser.add_argument(
+        "--reader-option",
+        action="append",
+        type=_reader_option,
+        default=[],
+        metavar="NAME=INT",
+        help="a Config option for every Reader, e.g. output_buffer_timeout=25 (repeatable)",
+    )
+    parser.add_argument(
+        "--latency-rate",
+        type=_positive_float,
+        default=100.0,
+        help="messages per second of the latency scenarios (default 100: one every 10 ms)",
+    )
+    parser.add_argument(
+        "--latency-duration",
+        type=_positive_float,
+        default=10.0,
+        help="seconds of publishing in each latency scenario (default 10)",
+    )
+    parser.add_argument(
         "--loop",
         choices=LOOPS,
         default="asyncio",
@@ -190,7 +211,7 @@ def settings_from_args(
     chosen = _split(args.scenarios) if args.scenarios else list(known)
     skip = set(_split(args.skip))
     for name in [*chosen, *skip]:
-        if name not in known:
+        if name not in known and not _latency_variant(name):
             parser.error(f"unknown scenario {name!r}; known: {', '.join(known)}")
     chosen = [n for n in chosen if n not in skip]
     nsqd_tcp, nsqd_http, lookupd_http = resolve_addresses(args, environ)
@@ -215,8 +236,46 @@ def settings_from_args(
         consumer_processes=args.consumer_processes,
         use_lookupd=args.readers_via_lookupd,
         keep_topics=args.keep_topics,
+        latency_rate=args.latency_rate,
+        latency_duration=args.latency_duration,
+        reader_options=dict(args.reader_option),
         loop=args.loop,
     )
+
+
+def _latency_variant(name: str) -> bool:
+    """``latency-obt<ms>`` and the other latency variants beyond the listed ones."""
+    if not is_latency(name):
+        return False
+    try:
+        reader_options(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _reader_option(text: str) -> tuple[str, int]:
+    from ..config import Config
+
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    try:
+        number = int(value)
+        Config.from_options(**{name: number})
+    except (ValueError, ConfigError) as exc:
+        reason = str(exc) if sep and name else "expected NAME=INT"
+        raise argparse.ArgumentTypeError(f"{text!r}: {reason}") from None
+    return name, number
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

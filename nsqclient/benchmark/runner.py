@@ -18,8 +18,9 @@ from typing import Any
 
 from ..sync.portal import LOOP_ENV, loop_factory
 from .accounting import peak_rss_kib
+from .latency import LATENCY_DEFAULT_VARIANTS, is_latency, nsqd_cpu_seconds, nsqd_pid
 from .nsqd_admin import NsqdAdmin
-from .params import Measurement, Params
+from .params import HTTP_CONCURRENCY, Measurement, Params
 from .profiles import Profile
 from .progress import Progress
 from .results import (
@@ -48,6 +49,8 @@ _BASE_SCENARIOS: dict[str, str] = {
     "sync-drain-run": "drain",
     "http-pub": "publish",
     "http-mpub": "publish",
+    "sync-http-pub": "publish",
+    "http-fallback": "publish",
 }
 
 
@@ -64,6 +67,9 @@ class Settings:
     run_id: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex[:8])
     keep_topics: bool = False
     otel: str = "off"  # --otel: OpenTelemetry instrumentation during the run
+    latency_rate: float = 100.0  # msgs/s of the latency scenarios
+    latency_duration: float = 10.0  # seconds of publishing in each
+    reader_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # every Reader's
     #: the event loop of every scenario (``--loop``): "asyncio" or "uvloop"
     loop: str = "asyncio"
 
@@ -79,6 +85,9 @@ class Settings:
             "readers_via_lookupd": self.use_lookupd,
             "run_id": self.run_id,
             "otel": self.otel,
+            "latency_rate": self.latency_rate,
+            "latency_duration": self.latency_duration,
+            "reader_options": self.reader_options,
             "loop": self.loop,
         }
 
@@ -86,6 +95,7 @@ class Settings:
 def scenario_names(fanout_channels: Sequence[int], consumer_processes: int) -> list[str]:
     """Every scenario this configuration runs, in order."""
     names = list(_BASE_SCENARIOS)
+    names += LATENCY_DEFAULT_VARIANTS
     names += [f"fanout-{n}" for n in fanout_channels]
     if consumer_processes:
         names += ["e2e-procs", "drain-procs"]
@@ -93,6 +103,8 @@ def scenario_names(fanout_channels: Sequence[int], consumer_processes: int) -> l
 
 
 def kind_of(name: str) -> str:
+    if is_latency(name):
+        return "latency"
     if name.startswith("fanout-"):
         return "fanout"
     if name in ("e2e-procs",):
@@ -120,11 +132,15 @@ def _params(s: Settings, topic: str, messages: int, channel: str = "bench") -> P
         threads=prof.threads,
         timeout=prof.timeout,
         lookupd_http=s.lookupd_http if s.use_lookupd else [],
+        reader_options=dict(s.reader_options),
     )
 
 
-def _messages_for(name: str, prof: Profile) -> int:
-    if name.startswith("http-"):
+def _messages_for(name: str, s: Settings) -> int:
+    prof = s.profile
+    if is_latency(name):
+        return max(1, round(s.latency_rate * s.latency_duration))
+    if name.startswith(("http-", "sync-http-")):
         return prof.http_messages
     if name.startswith("fanout-"):
         return prof.fanout_messages
@@ -160,6 +176,8 @@ def _measure(name: str, p: Params, s: Settings) -> Measurement:
         "sync-drain-run": lambda: sync_scenarios.measure_sync_drain(p, "run"),
         "http-pub": lambda: aio(scenarios.measure_http_pub(p, s.nsqd_http)),
         "http-mpub": lambda: aio(scenarios.measure_http_mpub(p, s.nsqd_http)),
+        "sync-http-pub": lambda: sync_scenarios.measure_sync_http_pub(p, s.nsqd_http),
+        "http-fallback": lambda: aio(scenarios.measure_http_fallback(p, s.nsqd_http)),
         "e2e-procs": lambda: aio(
             multiproc.measure_multiprocess(p, s.consumer_processes, publish=True)
         ),
@@ -171,15 +189,25 @@ def _measure(name: str, p: Params, s: Settings) -> Measurement:
         count = int(name.split("-", 1)[1])
         channels = [f"fan{i:03d}" for i in range(count)]
         return aio(scenarios.measure_fanout(p, channels))
+    if is_latency(name):
+        from .latency import measure_latency
+
+        return aio(
+            measure_latency(p, variant=name, rate=s.latency_rate, duration=s.latency_duration)
+        )
     return table[name]()
 
 
 def _batch_and_concurrency(name: str, p: Params) -> tuple[int | None, int | None]:
     if name in ("tcp-mpub", "http-mpub", "sync-mpub-nowait") or name.startswith("fanout-"):
         return p.batch_size, p.mpub_concurrency
-    if name in ("sync-pub", "sync-e2e", "sync-drain-run"):
+    if name in ("sync-pub", "sync-e2e", "sync-drain-run", "sync-http-pub"):
         return None, p.threads
+    if name in ("http-pub", "http-fallback"):
+        return None, min(p.concurrency, HTTP_CONCURRENCY)
     if name.startswith("drain") or name in ("sync-drain-iter", "graceful-requeue"):
+        return None, p.max_in_flight
+    if is_latency(name):
         return None, p.max_in_flight
     if name == "drain-queue-async":
         return None, p.concurrency
@@ -191,7 +219,7 @@ def run_scenario(
 ) -> ScenarioResult:
     kind = kind_of(name)
     topic = f"nsqbench-{s.run_id}-{name}"[:64]
-    messages = _messages_for(name, s.profile)
+    messages = _messages_for(name, s)
     channel = "verify" if kind == "publish" else "bench"
     p = _params(s, topic, messages, channel)
     batch, concurrency = _batch_and_concurrency(name, p)
@@ -208,10 +236,18 @@ def run_scenario(
         else:
             admin.create(topic, [channel])
         progress.start(index, count, name, messages, p.probe)
+        pids = [nsqd_pid(address) for address in s.nsqd_tcp]
+        nsqd_cpu0 = _nsqd_cpu(pids)
         cpu0 = time.process_time()
         measurement = _measure(name, p, s)
         cpu = time.process_time() - cpu0
+        nsqd_cpu1 = _nsqd_cpu(pids)
         extra_notes: list[str] = []
+        if kind != "latency" and nsqd_cpu0 is not None and nsqd_cpu1 is not None:
+            # every local nsqd of the cluster, during the measurement (checks excluded)
+            per_msg = (nsqd_cpu1 - nsqd_cpu0) / max(1, messages) * 1e6
+            measurement["extra"] = {**measurement.get("extra", {}), "nsqd_cpu_us_per_msg": per_msg}
+            extra_notes.append(f"nsqd CPU {per_msg:,.1f} µs/msg")
         if kind == "publish":
             # drain what was published and check every sequence id (untimed)
             acked_failed = int(measurement.get("publish_errors", 0))
@@ -287,6 +323,17 @@ def run_scenario(
     )
     progress.finish(summary)
     return result
+
+
+def _nsqd_cpu(pids: list[int | None]) -> float | None:
+    """CPU seconds of the cluster's nsqd processes, if all of them run on this machine."""
+    total = 0.0
+    for pid in pids:
+        seconds = nsqd_cpu_seconds(pid)
+        if seconds is None:
+            return None
+        total += seconds
+    return total
 
 
 async def _verify_drain(p: Params) -> Measurement:

@@ -24,13 +24,14 @@ from .accounting import (
     steady_mark,
     steady_rate,
 )
-from .params import Measurement, Params
+from .params import HTTP_CONCURRENCY, Measurement, Params
 
 __all__ = [
     "DRAIN_MODES",
     "measure_drain",
     "measure_e2e",
     "measure_fanout",
+    "measure_http_fallback",
     "measure_http_mpub",
     "measure_http_pub",
     "measure_mpub",
@@ -429,8 +430,7 @@ async def _http_publish(p: Params, http_addresses: list[str], *, batch: bool) ->
                 counts[0] += min(size, n - lo)
                 latencies.append(_perf_ns() - t0)
 
-    # httpx keeps 20 connections alive per pool: more concurrent requests churn connections
-    concurrency = p.mpub_concurrency if batch else min(p.concurrency, 16)
+    concurrency = p.mpub_concurrency if batch else min(p.concurrency, HTTP_CONCURRENCY)
     workers = max(1, min(concurrency, -(-n // size)))
     p.probe.count = lambda: counts[0]
     try:
@@ -456,3 +456,37 @@ async def measure_http_pub(p: Params, http_addresses: list[str]) -> Measurement:
 
 async def measure_http_mpub(p: Params, http_addresses: list[str]) -> Measurement:
     return await _http_publish(p, http_addresses, batch=True)
+
+
+async def measure_http_fallback(p: Params, http_addresses: list[str]) -> Measurement:
+    """``Writer.pub`` with no TCP connection (its address has no listener), so every publish
+    takes the HTTP fallback; ``HTTP_CONCURRENCY`` publishes outstanding."""
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        nowhere = f"127.0.0.1:{probe.getsockname()[1]}"
+    latencies: array[int] = array("q")
+    workers = min(p.concurrency, HTTP_CONCURRENCY)
+    async with Writer(
+        [nowhere],
+        http_fallback_addresses=http_addresses,
+        reconnect_delay=60_000,
+        max_reconnect_delay=60_000,
+    ) as writer:
+        p.probe.count = latencies.__len__
+        start = _perf()
+        acked, failed, ok = await publish_with(
+            writer, p.replace(concurrency=workers), latencies=latencies
+        )
+        duration = _perf() - start
+        over_http = writer.published_over_http
+    return {
+        "duration_s": duration,
+        "latency_ms": latency_summary(latencies),
+        "publish_errors": failed + (p.messages - acked - failed),
+        "timed_out": not ok,
+        "received": acked,
+        "concurrency": workers,
+        "notes": f"Writer.pub over the HTTP fallback ({over_http} of {acked} by HTTP)",
+    }

@@ -9,9 +9,11 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import functools
+import itertools
 import threading
 import time
 from array import array
+from typing import Any, cast
 
 from ..message import Message
 from ..sync import SyncReader, SyncWriter
@@ -21,6 +23,7 @@ from .params import Measurement, Params
 __all__ = [
     "measure_sync_drain",
     "measure_sync_e2e",
+    "measure_sync_http_pub",
     "measure_sync_mpub_nowait",
     "measure_sync_pub_nowait",
     "measure_sync_pub_threads",
@@ -322,3 +325,41 @@ def _nowait_publish(writer: SyncWriter, p: Params) -> tuple[int, int]:
     while pending:
         settle(pending.popleft())
     return counts[0], counts[1]
+
+
+class _RoundRobinHTTP:
+    """``pub`` over several SyncNsqdHTTPClients in turn (what ``sync_pub_threads`` calls)."""
+
+    def __init__(self, clients: list[Any]) -> None:
+        self._next = itertools.cycle(clients).__next__
+
+    def pub(self, topic: str, body: bytes) -> None:
+        self._next().pub(topic, body)
+
+
+def measure_sync_http_pub(p: Params, http_addresses: list[str]) -> Measurement:
+    """SyncNsqdHTTPClient.pub() from ``p.threads`` threads (one client per nsqd, shared)."""
+    from ..http import SyncNsqdHTTPClient
+
+    clients = [SyncNsqdHTTPClient(a, timeout=p.timeout) for a in http_addresses]
+    latencies: array[int] = array("q")
+    threads = max(1, min(p.threads, p.messages))
+    try:
+        p.probe.count = latencies.__len__
+        start = _perf()
+        acked, failed = sync_pub_threads(
+            cast(SyncWriter, _RoundRobinHTTP(clients)), p, latencies=latencies
+        )
+        duration = _perf() - start
+    finally:
+        for client in clients:
+            client.close()
+    return {
+        "duration_s": duration,
+        "latency_ms": latency_summary(latencies),
+        "publish_errors": failed + (p.messages - acked - failed),
+        "timed_out": acked + failed < p.messages,
+        "received": acked,
+        "concurrency": threads,
+        "notes": f"SyncNsqdHTTPClient.pub() from {threads} threads",
+    }

@@ -7,7 +7,8 @@ builds a validated request and the core reads the answer in either server respon
 flavours differ only in how bytes move. Every failure is an :class:`HTTPError`.
 
 Layout: ``_core`` (requests and answers, no I/O), ``_models`` (Producer, Node, LookupResult),
-``_errors``, ``_transport`` (httpx shims), ``_clients`` (the public classes).
+``_errors``, ``_transport`` (httpx shims), ``_wire`` (the publish calls' own keep-alive HTTP/1.1
+connections), ``_clients`` (the public classes).
 """
 
 from __future__ import annotations

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
-
-import httpx
 
 from ..errors import ConfigError, InvalidArgumentError, MessageTooLargeError
 from ..protocol import commands
@@ -55,8 +53,10 @@ class Call(Generic[T]):
     params: tuple[tuple[str, str], ...] = ()
     content: bytes | None = None
     recover: Callable[[HTTPError], T] | None = None
+    #: a publish: sent on the transport's own keep-alive connections (``_wire``), not httpx
+    wire: bool = False
 
-    def result(self, status_code: int, headers: httpx.Headers, content: bytes, url: str) -> T:
+    def result(self, status_code: int, headers: Mapping[str, str], content: bytes, url: str) -> T:
         """Interpret a complete response: the parsed result, or a typed error."""
         try:
             body = decode_response(status_code, headers, content, url)
@@ -72,19 +72,19 @@ class Call(Generic[T]):
             ) from exc
 
 
-def decode_response(status_code: int, headers: httpx.Headers, content: bytes, url: str) -> Any:
+def decode_response(status_code: int, headers: Mapping[str, str], content: bytes, url: str) -> Any:
     """The payload of a response in either format, or :class:`HTTPError` for a failure.
 
     V1 (``X-NSQ-Content-Type: nsq; version=1.0``): the body is the payload; errors are
     ``{"message": CODE}`` with the HTTP status. Pre-1.0: ``{"status_code", "status_txt", "data"}``
     wraps the payload and the error code. Plain-text answers (``/ping``) pass through as ``str``;
-    an empty body is ``{}``.
+    an empty body is ``{}``. ``headers``: ``httpx.Headers`` or any mapping with lowercase names.
     """
     ok = 200 <= status_code < 300
-    v1 = headers.get("X-NSQ-Content-Type", "").strip().lower() == _V1
+    v1 = headers.get("x-nsq-content-type", "").strip().lower() == _V1
     body: Any = None
     if content:
-        if "json" in headers.get("Content-Type", "").lower() or (not v1 and content[:1] == b"{"):
+        if "json" in headers.get("content-type", "").lower() or (not v1 and content[:1] == b"{"):
             try:
                 body = json.loads(content)
             except ValueError:
@@ -244,7 +244,7 @@ class NsqdCalls:
                 )
             params.append(("defer", str(defer_ms)))
         data = bytes(check_body(body, self.max_msg_size))
-        return Call("POST", "/pub", _ignore, tuple(params), data)
+        return Call("POST", "/pub", _ignore, tuple(params), data, wire=True)
 
     def publish_command(self, data: bytes) -> Call[None]:
         """The HTTP twin of an encoded PUB, DPUB or MPUB (``nsqclient.protocol.commands``).
@@ -273,7 +273,7 @@ class NsqdCalls:
             params.append(("defer", parts[2].decode("ascii")))
         content = bytes(data[newline + 5 :])
         path = "/mpub" if verb == b"MPUB" else "/pub"
-        return Call("POST", path, _ignore, tuple(params), content)
+        return Call("POST", path, _ignore, tuple(params), content, wire=True)
 
     def mpub(self, topic: str, bodies: Iterable[object], binary: bool) -> Call[None]:
         """Binary: ``[u32 count]([u32 size][bytes])*``; text: bodies joined by newlines."""
@@ -285,12 +285,10 @@ class NsqdCalls:
                 topic, bodies, max_msg_size=self.max_msg_size, max_body_size=self.max_body_size
             )
             content = frame[len(b"MPUB \n") + len(topic_b) + 4 :]
-            return Call(
-                "POST", "/mpub", _ignore, (("topic", _name(topic_b)), ("binary", "true")), content
-            )
-        return Call(
-            "POST", "/mpub", _ignore, (("topic", _name(validate_topic(topic))),), self._text(bodies)
-        )
+            binary_params = (("topic", _name(topic_b)), ("binary", "true"))
+            return Call("POST", "/mpub", _ignore, binary_params, content, wire=True)
+        text_params = (("topic", _name(validate_topic(topic))),)
+        return Call("POST", "/mpub", _ignore, text_params, self._text(bodies), wire=True)
 
     def _text(self, bodies: Iterable[object]) -> bytes:
         if isinstance(bodies, str | bytes | bytearray | memoryview):

@@ -329,3 +329,22 @@ def test_auth_on_nsqd_without_auth(nsqd: NsqdProcess) -> None:
         [error] = conn.expect_closed()
     assert error == ErrorFrame("E_AUTH_DISABLED AUTH disabled")
     assert isinstance(error.to_exception(), errors.ServerAuthError)
+
+
+async def test_default_output_buffer_timeout_refused_by_a_stricter_nsqd_says_what_to_do(
+    nsqd_factory: Any,
+) -> None:
+    """nsqclient asks for 25 ms; an nsqd whose --min-output-buffer-timeout is higher refuses
+    IDENTIFY, and the error names the option and the way out (0: nsqd's own default)."""
+    from nsqclient.aio import Reader
+
+    strict = nsqd_factory(extra_args=["--min-output-buffer-timeout=50ms"])
+    reader = Reader("t", "c", nsqd_tcp_addresses=[strict.tcp_address])
+    with pytest.raises(errors.BadBodyError, match="output buffer timeout") as info:
+        await reader.start()
+    await reader.close()
+    assert "set a value within them, or 0 for nsqd's own default" in str(info.value)
+    async with Reader(
+        "t", "c", nsqd_tcp_addresses=[strict.tcp_address], output_buffer_timeout=0
+    ) as ok:
+        assert len(ok.connections) == 1
