@@ -22,7 +22,7 @@ async def test_lookupd_discovered_nsqd_appearing_while_running_is_picked_up(
     lookupd, nsqds = nsq_cluster.lookupd, nsq_cluster.nsqds
     topic, channel = unique(), unique()
     await publish(nsqds[0], topic, [b"from node 0"])
-    await wait_for(lambda: lookupd.lookup(topic).get("producers"), what="lookupd")
+    await asyncio.to_thread(lookupd.wait_for_topic, topic)  # 404 until nsqd registers
     got: list[Message] = []
     reader = make_reader(topic, channel, lookupd_http_addresses=[lookupd.http_address], **FAST)
     reader.set_message_handler(got.append, direct=True)
@@ -46,7 +46,7 @@ async def test_lookupd_discovered_nsqd_is_reconnected_after_a_restart(
     lookupd, nsqd = nsq_cluster.lookupd, nsq_cluster.nsqds[0]
     topic, channel = unique(), unique()
     await publish(nsqd, topic, [b"before"])
-    await wait_for(lambda: lookupd.lookup(topic).get("producers"), what="lookupd")
+    await asyncio.to_thread(lookupd.wait_for_topic, topic)  # 404 until nsqd registers
     got: list[bytes] = []
     reader = make_reader(topic, channel, lookupd_http_addresses=[lookupd.http_address], **FAST)
     reader.set_message_handler(lambda m: got.append(m.body), direct=True)
@@ -69,7 +69,7 @@ async def test_a_dead_lookupd_is_skipped_for_the_next_one(
     lookupd, nsqd = nsq_cluster.lookupd, nsq_cluster.nsqds[2]
     topic, channel = unique(), unique()
     await publish(nsqd, topic, [b"found"])
-    await wait_for(lambda: lookupd.lookup(topic).get("producers"), what="lookupd")
+    await asyncio.to_thread(lookupd.wait_for_topic, topic)  # 404 until nsqd registers
     got: list[Message] = []
     dead = f"127.0.0.1:{free_port()}"
     reader = make_reader(

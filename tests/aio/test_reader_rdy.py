@@ -44,9 +44,8 @@ async def test_more_connections_than_max_in_flight_no_starvation_and_budget_hold
     for i, nsqd in enumerate(nsqds):
         await create_channel(nsqd, topic, channel)
         await publish(nsqd, topic, [b"%d-%d" % (i, j) for j in range(per_node)])
-    await wait_for(
-        lambda: len(nsq_cluster.lookupd.lookup(topic).get("producers") or ()) == 3,
-        what="lookupd to list the topic on all nodes",
+    await asyncio.to_thread(  # lookupd answers 404 until nsqd registers the topic
+        nsq_cluster.lookupd.wait_for_topic, topic, nsq_cluster.nsqd_tcp_addresses
     )
     by_node: collections.Counter[str | None] = collections.Counter()
 

@@ -9,7 +9,7 @@ import pytest
 
 from nsqclient.http import SyncNsqdHTTPClient
 
-from .conftest import channel_stats, channels_of, cli, topic_stats, unique, wait_until
+from .conftest import channel_stats, channels_of, cli, topic_stats, unique
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -135,10 +135,7 @@ def test_pub_and_tail_through_lookupd(nsq_cluster: Any) -> None:
     lookupd = ["--lookupd-http-address", nsq_cluster.lookupd.http_address]
     for i, nsqd in enumerate(nsq_cluster.nsqds):
         nsqd.pub(topic, b"direct-%d" % i)
-    wait_until(
-        lambda: len(nsq_cluster.lookupd.lookup(topic).get("producers") or []) == 3,
-        "lookupd to list the topic on every nsqd",
-    )
+    nsq_cluster.lookupd.wait_for_topic(topic, nsq_cluster.nsqd_tcp_addresses)  # 404 until then
     pub = cli("pub", "--topic", topic, *lookupd, input=b"".join(b"p%d\n" % i for i in range(6)))
     assert pub.returncode == 0, pub.stderr
     total = sum(topic_stats(n, topic)["message_count"] for n in nsq_cluster.nsqds)
