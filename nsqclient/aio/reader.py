@@ -25,11 +25,9 @@ import enum
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
-from functools import partial
 from typing import Any
 
 from ..addresses import (
-    Address,
     parse_addresses,
     parse_http_addresses,
     require_addresses,
@@ -40,19 +38,16 @@ from ..flow import (
     Outcome,
     RdyChange,
     RdyController,
-    ReconnectBackoff,
     should_give_up,
-    worth_retrying,
 )
 from ..message import _DONE, Message
 from ..observability import _hook
 from ..protocol.identify import IdentifyOptions
 from ..protocol.names import validate_channel, validate_topic
 from ..stats import ReaderStats
-from .connection import Connection, ConnectionState, Pending, close_all
+from .connection import Connection, ConnectionState, Pending
 from .delivery import Handler, HandlerRunner, MessageQueue, MessageSink, QueueClosed
-from .discovery import LookupdPoller
-from .outages import Outages
+from .nodes import NodeSet
 from .signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
 from .tls import make_ssl_context
 from .touch import AutoTouch
@@ -132,13 +127,19 @@ class Reader:
         self._sink: MessageSink = sink if sink is not None else self._queue
         self._state = ReaderState.NEW
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._conns: dict[Address, Connection] = {}
-        self._connecting: set[Address] = set()
-        self._reconnects: dict[Address, asyncio.Task[None]] = {}
-        self._lookupd_found: set[Address] = set()
-        self._from_lookupd: set[Address] = set()
-        self._poller: LookupdPoller | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()  # connection attempts
+        self._nodes = NodeSet(
+            config=self.config,
+            identify=self._identify,
+            ssl_context=self._ssl_context,
+            owner=self,
+            addresses=self._nsqd_addresses,
+            lookupd_addresses=self._lookupd_addresses,
+            running=self._running,
+            on_up=self._on_connection_up,
+            log=log,
+            role="reader",
+        )
+        self._conns = self._nodes.conns  # the same dict: read here, changed by the node set
         self._handler_tasks: set[asyncio.Task[Any]] = set()  # handler awaitables, give-up hooks
         self._flow_handle: asyncio.TimerHandle | None = None
         self._flow_at: float | None = None
@@ -162,7 +163,6 @@ class Reader:
         self._close_task: asyncio.Task[None] | None = None
         self._closed_event = asyncio.Event()
         self._max_attempts = self.config.max_attempts
-        self._outages = Outages(log, "reader")
         self.received = 0
         self._finished_closed = 0  # FINs on connections that are gone
         self.requeued = 0
@@ -203,32 +203,11 @@ class Reader:
         if self._runner is not None and not self._direct:
             self._ensure_workers()
         self._touch.arm(self._loop)
-        # tasks, so that closing meanwhile cancels them (cleanly, in any phase of the setup)
-        results = await asyncio.gather(
-            *(self._spawn(self._connect(addr, direct=True)) for addr in self._nsqd_addresses),
-            return_exceptions=True,
-        )
-        if self._state is not ReaderState.RUNNING:
-            return  # closed while connecting: nothing more to start
-        errors = [r for r in results if isinstance(r, BaseException)]
-        refused = [e for e in errors if not worth_retrying(e)]
-        if refused:  # misconfiguration: say so now rather than retry forever
+        try:
+            await self._nodes.start(self.topic, self.channel)
+        except Exception:  # refused: misconfiguration, said now rather than retried forever
             await self.close()
-            raise refused[0]
-        if self._lookupd_addresses:
-            self._poller = LookupdPoller(
-                self._lookupd_addresses,
-                config=self.config,
-                topic=self.topic,
-                on_producers=self._on_producers,
-            )
-            self._poller.start()
-        for addr, result in zip(self._nsqd_addresses, results, strict=True):
-            if isinstance(result, BaseException):
-                # not up yet (or unreachable): retried in the background, so a service started
-                # before its nsqd comes up by itself
-                self._outages.failed(addr, result)
-                self._schedule_reconnect(addr)
+            raise
 
     async def __aenter__(self) -> Reader:
         await self.start()
@@ -252,34 +231,7 @@ class Reader:
 
     # ------------------------------------------------------------------ connections
 
-    async def _connect(self, addr: Address, *, direct: bool) -> None:
-        if (
-            addr in self._conns
-            or addr in self._connecting
-            or self._state is not ReaderState.RUNNING
-        ):
-            return
-        conn = Connection(
-            addr[0],
-            addr[1],
-            config=self.config,
-            identify=self._identify,
-            owner=self,
-            ssl_context=self._ssl_context,
-        )
-        self._connecting.add(addr)
-        try:
-            await conn.connect()
-            assert self.topic is not None and self.channel is not None
-            await conn.subscribe(self.topic, self.channel)
-        except BaseException:
-            conn.abort()
-            raise
-        finally:
-            self._connecting.discard(addr)
-        if not self._running():
-            conn.close()
-            return
+    def _on_connection_up(self, conn: Connection) -> None:
         if conn.max_rdy_count < self._flow.max_in_flight:
             log.warning(
                 "nsqd %s max_rdy_count %d is below max_in_flight %d",
@@ -287,65 +239,13 @@ class Reader:
                 conn.max_rdy_count,
                 self._flow.max_in_flight,
             )
-        self._conns[addr] = conn
-        if not direct:
-            self._from_lookupd.add(addr)
         self.tracker.attach(conn)
-        log.info("subscribed to %s/%s on nsqd %s", self.topic, self.channel, conn.address)
-        self._outages.connected(addr, conn)
         self._apply(self._flow.add_connection(conn, conn.max_rdy_count, self._now()))
         self._touch.arm(self._loop)  # this nsqd's msg_timeout may call for a shorter interval
 
-    def _on_producers(self, found: list[Address]) -> None:
-        self._lookupd_found = set(found)
-        for addr in found:
-            if (
-                addr not in self._conns
-                and addr not in self._connecting
-                and addr not in self._reconnects
-            ):
-                self._spawn(self._connect_logged(addr))
-        for addr, task in list(self._reconnects.items()):
-            if addr not in self._lookupd_found and addr not in self._nsqd_addresses:
-                task.cancel()  # lookupd no longer lists it: stop retrying
-                self._outages.forget(addr)
-
-    async def _connect_logged(self, addr: Address) -> None:
-        try:
-            await self._connect(addr, direct=False)
-        except Exception as exc:
-            self._outages.failed(addr, exc)
-            self._schedule_reconnect(addr)
-
-    def _schedule_reconnect(self, addr: Address) -> None:
-        loop = self._loop
-        if not self._running() or addr in self._reconnects or loop is None:
-            return
-        task = loop.create_task(self._reconnect(addr), name=f"nsq-reconnect-{addr[0]}:{addr[1]}")
-        self._reconnects[addr] = task
-        task.add_done_callback(partial(_forget, self._reconnects, addr))
-
-    async def _reconnect(self, addr: Address) -> None:
-        backoff = ReconnectBackoff.from_config(self.config)
-        while self._state is ReaderState.RUNNING:
-            await asyncio.sleep(backoff.next_delay())
-            if addr in self._conns:
-                return
-            try:
-                await self._connect(addr, direct=addr in self._nsqd_addresses)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self._outages.failed(addr, exc, backoff.base_delay(backoff.attempts))
-
     def _on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
-        addr = (conn.host, conn.port)
-        if self._conns.get(addr) is conn:
-            del self._conns[addr]
+        if self._nodes.lost(conn, exc):
             self._finished_closed += conn.messages_finished
-            if self._state is ReaderState.RUNNING:
-                self._outages.lost(addr)
         orphans = self.tracker.detach(conn)
         if isinstance(self._sink, MessageQueue):
             self._sink.purge(lambda m: m._responder is not conn)
@@ -360,11 +260,6 @@ class Reader:
                 conn.address,
             )
         self._apply(self._flow.remove_connection(conn, self._now()))
-        if self._state is ReaderState.RUNNING:
-            if addr in self._nsqd_addresses or addr in self._lookupd_found:
-                self._schedule_reconnect(addr)
-            if self._poller is not None and addr in self._from_lookupd:
-                self._poller.poke()
 
     # ------------------------------------------------------------------ the read path
 
@@ -695,7 +590,7 @@ class Reader:
         if self._sink is not self._queue:
             self._requeue(self._queue.take_undelivered())
             self._queue.close()
-        await self._stop_discovery()
+        await self._nodes.stop_discovery()
         if requeue_in_hand:
             self._requeue_in_flight()
         else:
@@ -751,15 +646,10 @@ class Reader:
         self._requeue(self._queue.take_undelivered())
         self._queue.close()
         self._requeue(self.tracker.messages())
-        for task in (
-            *self._workers,
-            *self._handler_tasks,
-            *self._reconnects.values(),
-            *self._tasks,
-        ):
+        for task in (*self._workers, *self._handler_tasks):
             task.cancel()
-        for conn in list(self._conns.values()):
-            conn.close()  # flushes the REQs above first
+        self._nodes.cancel()
+        self._nodes.close_each()  # flushes the REQs above first
         self._close_task = self._loop.create_task(self._finish_close(), name="nsq-reader-close")
         return self._close_task
 
@@ -777,19 +667,9 @@ class Reader:
         self._closed_event.set()
 
     async def _finish_close(self) -> None:
-        await self._stop_discovery()
+        await self._nodes.stop_discovery()
         await self._stop_handlers()
         await self._close_connections()
-
-    async def _stop_discovery(self) -> None:
-        poller, self._poller = self._poller, None
-        if poller is not None:
-            await poller.close()
-        tasks = [*self._reconnects.values(), *self._tasks]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _stop_handlers(self) -> None:
         tasks = [*self._workers, *self._handler_tasks]
@@ -799,7 +679,7 @@ class Reader:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _close_connections(self) -> None:
-        await close_all(self._conns.values(), self.config.sec.write_timeout + 1.0)
+        await self._nodes.close_connections()
         if self._flow_handle is not None:
             self._flow_handle.cancel()
             self._flow_handle = None
@@ -869,14 +749,6 @@ class Reader:
 
     # ------------------------------------------------------------------ misc
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        """A connection attempt (cancelled when the Reader closes)."""
-        assert self._loop is not None
-        task = self._loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
     def _spawn_handler(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Handler work (awaited by graceful close within its timeout, like the workers)."""
         assert self._loop is not None
@@ -896,7 +768,7 @@ class Reader:
         ever added across releases). Loop thread only.
         """
         flow = self._flow
-        outages = self._outages
+        outages = self._nodes.outages
         return {
             "topic": self.topic,
             "channel": self.channel,
@@ -909,7 +781,7 @@ class Reader:
             "lost_on_disconnect": self.tracker.lost,
             "response_errors": self.response_errors,
             "queued": self._queued(),
-            "connecting": len(self._connecting),
+            "connecting": len(self._nodes.connecting),
             "max_in_flight": flow.max_in_flight,
             "total_rdy": flow.total_rdy,
             "backoff_level": flow.backoff_level,
@@ -985,10 +857,6 @@ def _hold(holders: set[asyncio.Task[Any]]) -> None:
 
 def _always() -> bool:
     return True
-
-
-def _forget(tasks: dict[Address, asyncio.Task[None]], addr: Address, _task: object) -> None:
-    tasks.pop(addr, None)
 
 
 async def _await_and_log(aw: Awaitable[Any]) -> None:

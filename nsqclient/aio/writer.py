@@ -24,7 +24,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..addresses import (
-    Address,
     format_address,
     parse_address,
     parse_addresses,
@@ -39,15 +38,13 @@ from ..errors import (
     ResponseFailedError,
     ServerError,
 )
-from ..flow import ReconnectBackoff, worth_retrying
 from ..message import _DONE, Message
 from ..observability import _hook
 from ..protocol import commands
 from ..protocol.identify import IdentifyOptions
 from ..protocol.names import Body
-from .connection import Connection, ConnectionState, Pending, ReplyWaiter, close_all
-from .discovery import LookupdPoller
-from .outages import Outages
+from .connection import Connection, ConnectionState, Pending, ReplyWaiter
+from .nodes import NodeSet
 from .tls import make_ssl_context
 
 if TYPE_CHECKING:
@@ -97,23 +94,30 @@ class Writer:
         self._http_clients: list[NsqdHTTPClient] = []  # made on first use, on the loop
         self._http_rr = 0
         self._http_tasks: set[asyncio.Task[bytes]] = set()
-        self._addresses: list[Address] = addresses
-        self._conns: dict[Address, Connection] = {}
+        self._nodes = NodeSet(
+            config=self.config,
+            identify=self._identify,
+            ssl_context=self._ssl_context,
+            owner=self,
+            addresses=addresses,
+            lookupd_addresses=self._lookupd_addresses,
+            running=self._accepting,
+            on_up=self._on_connection_up,
+            log=log,
+            role="writer",
+            prompt_after_error=True,
+        )
+        self._conns = self._nodes.conns  # the same dict: read here, changed by the node set
         self._healthy: list[Connection] = []
         self._rr = 0
-        self._reconnects: dict[Address, asyncio.Task[None]] = {}
-        self._connecting: set[Address] = set()
-        self._poller: LookupdPoller | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._closed = False
         self._start_lock: asyncio.Lock | None = None
         self._healthy_event: asyncio.Event | None = None
         self._outstanding = 0
-        self._last_error: BaseException | None = None
         self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._idle_waiters: list[asyncio.Future[None]] = []
-        self._outages = Outages(log, "writer")
         cfg = self.config
         self._max_pending = cfg.max_pending_publishes
         self._publish_timeout = cfg.sec.publish_timeout
@@ -157,33 +161,13 @@ class Writer:
             self._loop = asyncio.get_running_loop()
             if self._healthy_event is None:
                 self._healthy_event = asyncio.Event()
-            results = await asyncio.gather(
-                *(self._connect(addr) for addr in self._addresses), return_exceptions=True
-            )
-            errors = [r for r in results if isinstance(r, BaseException)]
-            for error in errors:
-                if not isinstance(error, Exception):
-                    raise error  # cancelled
-            refused = [e for e in errors if not worth_retrying(e)]
-            if refused:  # misconfiguration: say so now rather than retry forever
-                conns = list(self._conns.values())
-                self._conns.clear()
+            try:
+                await self._nodes.start()
+            except Exception:  # refused: misconfiguration, said now rather than retried forever
                 self._healthy.clear()
-                await close_all(conns, self.config.sec.write_timeout + 1.0)
-                raise refused[0]
-            if errors:
-                self._last_error = errors[-1]
+                await self._nodes.drop_connections()
+                raise
             self._started = True
-            if self._lookupd_addresses:
-                self._poller = LookupdPoller(
-                    self._lookupd_addresses, config=self.config, on_producers=self._on_nodes
-                )
-                self._poller.start()
-            for addr, result in zip(self._addresses, results, strict=True):
-                if isinstance(result, BaseException):
-                    self._outages.failed(addr, result)
-                if addr not in self._conns:
-                    self._schedule_reconnect(addr)
 
     start = connect
 
@@ -194,86 +178,26 @@ class Writer:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.graceful_close()
 
-    async def _connect(self, addr: Address) -> None:
-        if addr in self._conns or addr in self._connecting:
-            return
-        self._connecting.add(addr)
-        conn = Connection(
-            addr[0],
-            addr[1],
-            config=self.config,
-            identify=self._identify,
-            owner=self,
-            ssl_context=self._ssl_context,
-        )
-        try:
-            await conn.connect()
-        finally:
-            self._connecting.discard(addr)
-        if self._closed:
-            conn.close()
-            return
-        self._conns[addr] = conn
+    def _accepting(self) -> bool:
+        return not self._closed
+
+    def _on_connection_up(self, conn: Connection) -> None:
         self._healthy.append(conn)
         assert self._healthy_event is not None
         self._healthy_event.set()
-        log.info("writer connected to nsqd %s", conn.address)
-        self._outages.connected(addr, conn)
         if self._backlog:
             self._resend()
-
-    def _on_nodes(self, found: list[Address]) -> None:
-        for addr in found:
-            if (
-                addr not in self._conns
-                and addr not in self._connecting
-                and addr not in self._reconnects
-            ):
-                if addr not in self._addresses:
-                    self._addresses.append(addr)
-                self._schedule_reconnect(addr, immediately=True)
-
-    def _schedule_reconnect(self, addr: Address, *, immediately: bool = False) -> None:
-        if self._closed or addr in self._reconnects or self._loop is None:
-            return
-        task = self._loop.create_task(
-            self._reconnect(addr, immediately), name=f"nsq-writer-reconnect-{addr[0]}:{addr[1]}"
-        )
-        self._reconnects[addr] = task
-        task.add_done_callback(partial(_forget, self._reconnects, addr))
-
-    async def _reconnect(self, addr: Address, immediately: bool) -> None:
-        backoff = ReconnectBackoff.from_config(self.config)
-        first = True
-        while not self._closed:
-            if not (first and immediately):
-                await asyncio.sleep(backoff.next_delay())
-            first = False
-            try:
-                await self._connect(addr)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self._last_error = exc
-                self._outages.failed(addr, exc, backoff.base_delay(backoff.attempts))
 
     # ------------------------------------------------------------------ ConnectionOwner
 
     def _on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
-        addr = (conn.host, conn.port)
-        if self._conns.get(addr) is conn:
-            del self._conns[addr]
-            if not self._closed:
-                self._outages.lost(addr)
+        # after an error frame the node set reconnects at once (prompt_after_error), so what
+        # waits in the backlog goes soon
+        self._nodes.lost(conn, exc)
         if conn in self._healthy:
             self._healthy.remove(conn)
         if not self._healthy and self._healthy_event is not None:
             self._healthy_event.clear()
-        if not self._closed:
-            # after an error frame nsqd is up and answering: reconnect at once (the backoff
-            # applies from the second attempt), so what waits in the backlog goes soon
-            self._schedule_reconnect(addr, immediately=isinstance(exc, ServerError))
 
     def _on_fatal_error(
         self, conn: Connection, error: ServerError, unexecuted: list[Pending]
@@ -692,10 +616,10 @@ class Writer:
                 async with asyncio.timeout(remaining):
                     await self._healthy_event.wait()
             except TimeoutError:
-                last = self._last_error
+                last = self._nodes.last_error
                 raise NoConnectionsError(
                     "no nsqd connection became available before the publish timeout "
-                    f"(addresses: {', '.join(format_address(*a) for a in self._addresses)}"
+                    f"(addresses: {', '.join(format_address(*a) for a in self._nodes.addresses)}"
                     + (f"; last error: {last}" if last is not None else "")
                     + ")"
                 ) from last
@@ -774,8 +698,7 @@ class Writer:
         """
         self._closed = True
         self._refuse_waiters()
-        for conn in list(self._conns.values()):
-            conn.close()
+        self._nodes.close_each()
         for task in list(self._http_tasks):
             task.cancel()
         if self._loop is None:
@@ -794,15 +717,8 @@ class Writer:
 
     async def _shutdown(self) -> None:
         self._closed = True
-        poller, self._poller = self._poller, None
-        if poller is not None:
-            await poller.close()
-        tasks = list(self._reconnects.values())
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        await close_all(self._conns.values(), self.config.sec.write_timeout + 1.0)
+        await self._nodes.stop_discovery()
+        await self._nodes.close_connections()
         http_tasks = list(self._http_tasks)
         for http_task in http_tasks:  # graceful_close waited for them (bounded); close() cancelled
             http_task.cancel()
@@ -842,9 +758,9 @@ class Writer:
             "resent": self.resent,
             "outstanding": self._outstanding,
             "max_pending_publishes": self._max_pending,
-            "connection_losses": self._outages.losses,
-            "reconnects": self._outages.reconnects,
-            "nsqd_down": self._outages.down,
+            "connection_losses": self._nodes.outages.losses,
+            "reconnects": self._nodes.outages.reconnects,
+            "nsqd_down": self._nodes.outages.down,
             "connections": [
                 {"address": c.address, "state": c.state.value, "pending": c.pending_requests}
                 for c in self._conns.values()
@@ -854,10 +770,6 @@ class Writer:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("connected" if self._started else "new")
         return f"<Writer {state} conns={len(self._healthy)} outstanding={self._outstanding}>"
-
-
-def _forget(tasks: dict[Address, asyncio.Task[None]], addr: Address, _task: object) -> None:
-    tasks.pop(addr, None)
 
 
 #: "PUB message too big 2048 > 1024", "MPUB body too big ...": what nsqd's limit is
