@@ -11,6 +11,12 @@ outstanding, so a slow nsqd makes callers wait instead of growing memory.
 ``http_fallback_addresses`` (nsqd HTTP addresses) make HTTP the way out when no TCP connection
 is up: a publish that finds none goes to ``/pub`` or ``/mpub`` at once instead of waiting for a
 reconnect. Only publishes not yet sent over TCP take that path, so a fallback never duplicates.
+
+The connections themselves are the :class:`~.nodes.NodeSet`'s; what happens after nsqd refuses a
+publish (resending what it never ran, learning its size limits) is :mod:`.resend`'s. (Longer than
+most modules: the publish paths, the wait for a slot or a connection, the HTTP fallback and the
+close share one piece of state, the outstanding-publish count and its waiters, and the publish
+paths are kept whole so they read, and profile, as one.)
 """
 
 from __future__ import annotations
@@ -18,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import re
 from collections.abc import Awaitable, Iterable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -45,6 +50,8 @@ from ..protocol.identify import IdentifyOptions
 from ..protocol.names import Body
 from .connection import Connection, ConnectionState, Pending, ReplyWaiter
 from .nodes import NodeSet
+from .resend import Backlog, learn_limit
+from .resend import complete_waiter as _complete_waiter
 from .tls import make_ssl_context
 
 if TYPE_CHECKING:
@@ -124,9 +131,11 @@ class Writer:
         self._max_msg_size = cfg.max_msg_size
         self._max_body_size = cfg.max_body_size
         #: publishes nsqd never executed (pipelined behind a fatal error) waiting for a connection
-        self._backlog: collections.deque[Pending] = collections.deque()
-        self._backlog_timer: asyncio.TimerHandle | None = None
-        self.resent = 0  # publishes sent again after nsqd refused one pipelined ahead of them
+        self._backlog = Backlog(
+            pick=self._pick,
+            http=self._http_task if self._http_fallback else None,
+            closed=lambda: self._closed,
+        )
         self.published = 0  # messages acknowledged
         self.failed = 0  # publish calls that raised
         self.published_over_http = 0  # of ``published``, how many went by the HTTP fallback
@@ -204,35 +213,13 @@ class Writer:
     ) -> bool:
         """ConnectionOwner: learn nsqd's size limit from ``error`` and send ``unexecuted``
         again elsewhere (nsqd never ran them). Called by the connection, not by users."""
-        self._learn_limit(error)  # before the refused publish raises: the next call knows
+        # before the refused publish raises: the next call knows
+        self._max_msg_size, self._max_body_size = learn_limit(
+            error, self._max_msg_size, self._max_body_size
+        )
         if unexecuted:
             self._resend(unexecuted)
         return True
-
-    def _learn_limit(self, error: ServerError) -> None:
-        """nsqd said how large a message (or MPUB body) may be: refuse larger ones locally
-        from now on, with MessageTooLargeError, instead of losing a connection to each."""
-        found = _TOO_BIG.search(error.text)
-        if found is None or error.code not in ("E_BAD_MESSAGE", "E_BAD_BODY"):
-            return
-        limit = int(found.group(1))
-        if error.code == "E_BAD_BODY" and "MPUB" in error.text:
-            if limit < self._max_body_size:
-                self._max_body_size = limit
-                log.warning(
-                    "nsqd %s accepts MPUB bodies of at most %d bytes (its --max-body-size); "
-                    "larger batches are now refused before sending",
-                    error.address,
-                    limit,
-                )
-        elif error.code == "E_BAD_MESSAGE" and limit < self._max_msg_size:
-            self._max_msg_size = limit
-            log.warning(
-                "nsqd %s accepts messages of at most %d bytes (its --max-msg-size); larger "
-                "bodies are now refused before sending",
-                error.address,
-                limit,
-            )
 
     @property
     def max_msg_size(self) -> int:
@@ -244,53 +231,16 @@ class Writer:
         """The largest MPUB body: ``max_body_size``, or less once nsqd said so."""
         return self._max_body_size
 
+    @property
+    def resent(self) -> int:
+        """Publishes sent again after nsqd refused one pipelined ahead of them."""
+        return self._backlog.resent
+
     def _resend(self, commands: Iterable[Pending] = ()) -> None:
         """Send publishes that nsqd never executed (``commands``, and any kept from before) on
-        another connection or over the HTTP fallback; without either, keep them until a
-        connection comes or their deadline passes."""
-        loop = self._loop
-        assert loop is not None
-        now = loop.time()
-        backlog = self._backlog
-        items = [*backlog, *commands]
-        backlog.clear()
-        for item in items:
-            waiter, deadline, data = item
-            if waiter.done():
-                continue
-            if deadline <= now:
-                waiter.set_exception(_not_sent())
-                continue
-            if self._closed:
-                waiter.set_exception(
-                    ClosedError("the Writer was closed before this publish could be sent")
-                )
-                continue
-            conn = self._pick()
-            if conn is not None:
-                conn.request_to(waiter, data, deadline - now)
-            elif self._http_fallback:
-                task = self._http_task(data, _publish_count(data), deadline - now)
-                task.add_done_callback(partial(_complete_waiter, waiter))
-            else:
-                backlog.append(item)
-                continue
-            self.resent += 1
-        self._arm_backlog_timer()
-
-    def _arm_backlog_timer(self) -> None:
-        if self._backlog_timer is not None:
-            self._backlog_timer.cancel()
-            self._backlog_timer = None
-        if self._backlog and self._loop is not None:
-            first = min(deadline for _w, deadline, _d in self._backlog)
-            if first != float("inf"):
-                self._backlog_timer = self._loop.call_at(first, self._expire_backlog)
-
-    def _expire_backlog(self) -> None:
-        self._backlog_timer = None
-        if self._backlog:
-            self._resend()  # fails the expired, keeps the rest
+        another connection or over the HTTP fallback (see :mod:`.resend`)."""
+        assert self._loop is not None
+        self._backlog.resend(self._loop, commands)
 
     def _on_messages(self, conn: Connection, messages: list[Message]) -> None:
         log.warning(
@@ -770,35 +720,3 @@ class Writer:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("connected" if self._started else "new")
         return f"<Writer {state} conns={len(self._healthy)} outstanding={self._outstanding}>"
-
-
-#: "PUB message too big 2048 > 1024", "MPUB body too big ...": what nsqd's limit is
-_TOO_BIG = re.compile(r"too big \d+ > (\d+)")
-
-
-def _publish_count(data: bytes) -> int:
-    """How many messages an encoded publish carries (MPUB's count field; else one)."""
-    if data.startswith(b"MPUB "):
-        start = data.index(b"\n") + 5
-        return int.from_bytes(data[start : start + 4], "big")
-    return 1
-
-
-def _not_sent() -> NoConnectionsError:
-    return NoConnectionsError(
-        "this publish was never executed by nsqd (it was queued behind one nsqd refused) and "
-        "no connection came back before its timeout; it was not published, so retrying is safe"
-    )
-
-
-def _complete_waiter(waiter: ReplyWaiter, task: asyncio.Task[bytes]) -> None:
-    if waiter.done():
-        return
-    if task.cancelled():
-        waiter.set_exception(ClosedError("the Writer was closed during an HTTP fallback publish"))
-        return
-    exc = task.exception()
-    if exc is not None:
-        waiter.set_exception(exc)
-    else:
-        waiter.set_result(task.result())
