@@ -1,11 +1,11 @@
 """The Reader: one topic/channel consumed from many nsqd, with go-nsq's RDY and backoff rules.
 
-Connections come from direct ``nsqd_tcp_addresses`` (reconnected forever with capped, jittered
-backoff) and/or nsqlookupd discovery. Flow control is decided by
-:class:`~nsqclient.flow.RdyController` (pure, clock-injected); this module only carries its
-decisions out and keeps its single timer armed. Delivered messages go to a sink in one call per
-read: the default queue feeds ``async for`` and handler workers, or a ``direct=True`` handler runs
-on the read path itself.
+Connections come from direct ``nsqd_tcp_addresses`` and/or nsqlookupd discovery; the
+:class:`~.nodes.NodeSet` owns them (connecting, SUB, reconnects with backoff). Flow control is
+decided by :class:`~nsqclient.flow.RdyController` (pure, clock-injected); this module only carries
+its decisions out and keeps its single timer armed. Delivered messages go to a sink in one call
+per read: the default queue feeds ``async for`` and handler workers (:mod:`.delivery`), or a
+``direct=True`` handler runs on the read path itself.
 
 ``graceful_close()`` guarantees that nothing delivered to this Reader is left to nsqd's timeout:
 RDY 0 everywhere, REQ what was never handed out, let handlers finish (bounded), REQ whatever is
@@ -13,8 +13,9 @@ still unanswered, CLS and wait for CLOSE_WAIT, then close. It waits only for tho
 answer: handlers, and tasks iterating the Reader that are neither done nor closing it themselves.
 ``stop_on_signals()`` starts that close on SIGTERM.
 
-(Longer than most modules: connections, flow control, delivery styles and the close share the
-Reader's state, and splitting them would spread one state machine over several files.)
+(Longer than most modules: flow control, the delivery styles and the close sequence share one
+state machine, the Reader's state with its in-flight tracker, RDY budget and holders; the close
+reads and changes all of it at every step, and split across files it would be harder to check.)
 """
 
 from __future__ import annotations
@@ -27,11 +28,6 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
-from ..addresses import (
-    parse_addresses,
-    parse_http_addresses,
-    require_addresses,
-)
 from ..config import Config
 from ..errors import ClosedError, ConfigError, NSQError, ResponseFailedError, ServerError
 from ..flow import (
@@ -42,14 +38,21 @@ from ..flow import (
 )
 from ..message import _DONE, Message
 from ..observability import _hook
-from ..protocol.identify import IdentifyOptions
 from ..protocol.names import validate_channel, validate_topic
 from ..stats import ReaderStats
 from .connection import Connection, ConnectionState, Pending
-from .delivery import Handler, HandlerRunner, MessageQueue, MessageSink, QueueClosed
+from .delivery import (
+    ITERATING,
+    Handler,
+    HandlerRunner,
+    MessageQueue,
+    MessageSink,
+    QueueIterator,
+    run_worker,
+)
 from .nodes import NodeSet
+from .options import ClientOptions, validate_client_options
 from .signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
-from .tls import make_ssl_context
 from .touch import AutoTouch
 from .tracker import MessageTracker
 
@@ -61,14 +64,7 @@ GiveUpHook = Callable[[Message], Any]
 _SUCCESS = Outcome.SUCCESS
 _FAILURE = Outcome.FAILURE
 _NEUTRAL = Outcome.NEUTRAL
-_YIELD_EVERY = 64  # sync handlers in a worker: let the loop breathe this often
 _HOLDER_POLL = 0.05  # seconds: how often a closing Reader asks whether holders can still answer
-#: the task that iterated a Reader, seen from that task and from every task it started since
-#: (they inherit its context): a close asked for through ``asyncio.wait_for`` or ``gather`` runs
-#: in such a task while the iterating task waits for it
-_ITERATING: contextvars.ContextVar[asyncio.Task[Any] | None] = contextvars.ContextVar(
-    "nsqclient_iterating_task", default=None
-)
 
 
 class ReaderState(enum.Enum):
@@ -97,34 +93,38 @@ class Reader:
         on_giving_up: GiveUpHook | None = None,
         config: Config | None = None,
         sink: MessageSink | None = None,
+        _checked: ClientOptions | None = None,
         **options: Any,
     ) -> None:
-        self.config = Config.from_options(config, **options)
-        self._identify = IdentifyOptions.from_config(self.config)
-        self._ssl_context = make_ssl_context(self.config)
-        if self._identify.heartbeat_interval == -1:
-            raise ConfigError(
-                "a Reader needs heartbeats: nsqd refuses SUB with heartbeat_interval=-1"
-            )
+        # ``_checked``: the options checked already (the blocking facade did, in its thread)
+        checked = _checked or validate_client_options(
+            Config.from_options(config, **options),
+            nsqd_tcp_addresses=nsqd_tcp_addresses,
+            lookupd_http_addresses=lookupd_http_addresses,
+            topic=topic,
+            channel=channel,
+            consumer=True,
+        )
+        self.config = checked.config
+        self._identify = checked.identify
+        self._ssl_context = checked.ssl_context
         self.topic = topic
         self.channel = channel
-        if topic is not None:
-            validate_topic(topic)
-        if channel is not None:
-            validate_channel(channel)
-        self._nsqd_addresses = parse_addresses(nsqd_tcp_addresses, 4150)
-        self._lookupd_addresses = parse_http_addresses(lookupd_http_addresses, 4161)
-        require_addresses(
-            nsqd_tcp_addresses=self._nsqd_addresses, lookupd_http_addresses=self._lookupd_addresses
-        )
+        self._nsqd_addresses = checked.nsqd_tcp_addresses
+        self._lookupd_addresses = checked.lookupd_http_addresses
         self.on_giving_up = on_giving_up
         self.tracker = MessageTracker(self._update_watch)
         #: connections report each FIN only while this is true (backoff, or someone waits for
         #: the tracker to empty): the common FIN then costs no call into the Reader
         self._watch_fin = False
         self._flow = RdyController.from_config(self.config)
-        self._queue = MessageQueue()
-        self._sink: MessageSink = sink if sink is not None else self._queue
+        #: the Reader's own buffer (``async for``, handler workers), only when no sink is given:
+        #: with one, messages sit in the sink alone
+        self._queue: MessageQueue | None = None
+        if sink is None:
+            self._queue = MessageQueue()
+            sink = self._queue
+        self._sink: MessageSink = sink
         self._state = ReaderState.NEW
         self._loop: asyncio.AbstractEventLoop | None = None
         self._nodes = NodeSet(
@@ -208,6 +208,10 @@ class Reader:
         except Exception:  # refused: misconfiguration, said now rather than retried forever
             await self.close()
             raise
+
+    async def _start_if_new(self) -> None:
+        if self._state is ReaderState.NEW:
+            await self.start()
 
     async def __aenter__(self) -> Reader:
         await self.start()
@@ -421,6 +425,10 @@ class Reader:
         nsqd's timeout.
         """
         runner = HandlerRunner(handler, auto_fin=auto_fin)
+        if not direct and self._queue is None:
+            raise ConfigError(
+                "this Reader delivers to the sink it was given: only a direct=True handler can run"
+            )
         if direct and runner.is_async:
             raise ConfigError(
                 "direct=True needs a plain function; use the default queue-backed "
@@ -453,38 +461,12 @@ class Reader:
     def _ensure_workers(self) -> None:
         loop = self._loop
         assert loop is not None
+        queue, runner = self._queue, self._runner
+        assert queue is not None and runner is not None
         while len(self._workers) < self._concurrency:
-            task = loop.create_task(self._worker(), name="nsq-handler")
+            task = loop.create_task(run_worker(queue, runner), name="nsq-handler")
             self._workers.add(task)
             task.add_done_callback(self._workers.discard)
-
-    async def _worker(self) -> None:
-        queue = self._queue
-        runner = self._runner
-        assert runner is not None
-        run_sync = runner.run_sync
-        is_async = runner.is_async
-        done = 0
-        while True:
-            msg = queue.get_nowait()
-            if msg is None:
-                try:
-                    msg = await queue.get()
-                except QueueClosed:
-                    return
-                done = 0
-            if msg._responded:
-                continue
-            if is_async:
-                await runner.run(msg)
-                continue
-            awaitable = run_sync(msg)
-            if awaitable is not None:
-                await runner.finish(msg, awaitable)
-            done += 1
-            if done >= _YIELD_EVERY:
-                done = 0
-                await asyncio.sleep(0)
 
     # ------------------------------------------------------------------ auto-touch
 
@@ -503,7 +485,9 @@ class Reader:
         """Iterate over messages as they arrive (``async for msg in reader.messages()``)."""
         if self._runner is not None:
             raise ConfigError("this Reader has a message handler; messages() would compete with it")
-        return _MessageIterator(self)
+        if self._queue is None:
+            raise ConfigError("this Reader delivers to the sink it was given; read from that")
+        return QueueIterator(self._queue, self._holders, self._start_if_new)
 
     def __aiter__(self) -> AsyncIterator[Message]:
         return self.messages()
@@ -563,7 +547,7 @@ class Reader:
             return
         # from now on this task answers nothing it holds; nor does the iterating task that
         # asked for this close through a task of its own (asyncio.wait_for on 3.11, gather)
-        closing = {current, _ITERATING.get() or current}
+        closing = {current, ITERATING.get() or current}
         self._close_waiters.update(closing)
         try:
             await asyncio.shield(task)
@@ -587,9 +571,6 @@ class Reader:
         self._apply(self._flow.close())  # RDY 0 everywhere, first
         self._requeue(self._sink.take_undelivered())
         self._sink.close()
-        if self._sink is not self._queue:
-            self._requeue(self._queue.take_undelivered())
-            self._queue.close()
         await self._nodes.stop_discovery()
         if requeue_in_hand:
             self._requeue_in_flight()
@@ -643,8 +624,6 @@ class Reader:
         self._apply(self._flow.close())
         self._requeue(self._sink.take_undelivered())
         self._sink.close()
-        self._requeue(self._queue.take_undelivered())
-        self._queue.close()
         self._requeue(self.tracker.messages())
         for task in (*self._workers, *self._handler_tasks):
             task.cancel()
@@ -655,7 +634,6 @@ class Reader:
 
     def _close_unstarted(self) -> None:
         self._sink.close()  # an iteration waiting on it ends
-        self._queue.close()
         self._set_closed()
 
     def _set_closed(self) -> None:
@@ -794,65 +772,14 @@ class Reader:
 
     def _queued(self) -> int:
         """Delivered and not yet handed to the application (in the queue, or in a sink)."""
-        queued = len(self._queue)
-        sink = self._sink
-        if sink is not self._queue:
-            size = getattr(sink, "__len__", None)
-            if size is not None:
-                queued += int(size())
-        return queued
+        size = getattr(self._sink, "__len__", None)
+        return int(size()) if size is not None else 0
 
     def __repr__(self) -> str:
         return (
             f"<Reader {self.topic}/{self.channel} {self._state.value} "
             f"conns={len(self._conns)} in_flight={len(self.tracker)}>"
         )
-
-
-class _MessageIterator:
-    """``async for`` over a Reader's queue. Records the task that iterates (on its first step
-    and whenever it waits for a batch, never per message): a graceful close waits for what it
-    holds only while it can still answer."""
-
-    __slots__ = ("_items", "_queue", "_reader", "_started")
-
-    def __init__(self, reader: Reader) -> None:
-        self._reader = reader
-        self._queue = reader._queue
-        self._items = reader._queue._items  # the deque itself: no call per message
-        self._started = False
-
-    def __aiter__(self) -> _MessageIterator:
-        return self
-
-    async def __anext__(self) -> Message:
-        if not self._started:
-            self._started = True
-            reader = self._reader
-            _hold(reader._holders)
-            if reader._state is ReaderState.NEW:
-                await reader.start()
-        items = self._items
-        while True:
-            if items:
-                msg = items.popleft()
-            else:
-                _hold(self._reader._holders)
-                try:
-                    msg = await self._queue.get()
-                except QueueClosed:
-                    raise StopAsyncIteration from None
-            if not msg._responded:
-                return msg
-
-
-def _hold(holders: set[asyncio.Task[Any]]) -> None:
-    """Record the current task as one that holds messages (until it is done)."""
-    task = asyncio.current_task()
-    if task is not None and task not in holders:
-        holders.add(task)
-        task.add_done_callback(holders.discard)
-        _ITERATING.set(task)
 
 
 def _always() -> bool:

@@ -31,9 +31,6 @@ from typing import TYPE_CHECKING, Any
 from ..addresses import (
     format_address,
     parse_address,
-    parse_addresses,
-    parse_http_addresses,
-    require_addresses,
 )
 from ..config import Config
 from ..errors import (
@@ -46,13 +43,12 @@ from ..errors import (
 from ..message import _DONE, Message
 from ..observability import _hook
 from ..protocol import commands
-from ..protocol.identify import IdentifyOptions
 from ..protocol.names import Body
 from .connection import Connection, ConnectionState, Pending, ReplyWaiter
 from .nodes import NodeSet
+from .options import ClientOptions, validate_client_options
 from .resend import Backlog, learn_limit
 from .resend import complete_waiter as _complete_waiter
-from .tls import make_ssl_context
 
 if TYPE_CHECKING:
     from ..http import NsqdHTTPClient
@@ -80,24 +76,30 @@ class Writer:
         host: str | None = None,
         port: int | None = None,
         config: Config | None = None,
+        _checked: ClientOptions | None = None,
         **options: Any,
     ) -> None:
-        self.config = Config.from_options(config, **options)
-        self._identify = IdentifyOptions.from_config(self.config)
-        self._ssl_context = make_ssl_context(self.config)
-        addresses = parse_addresses(nsqd_tcp_addresses, 4150)
-        if host is not None or port is not None:
+        # ``_checked``: the options checked already (the blocking facade did, in its thread)
+        if _checked is None:
             # asyncnsq style: host may be "127.0.0.1" or "tcp://127.0.0.1:4150"
-            addr = parse_address(host or "127.0.0.1", port or 4150)
-            if addr not in addresses:
-                addresses.append(addr)
-        self._lookupd_addresses = parse_http_addresses(lookupd_http_addresses, 4161)
-        self._http_fallback = parse_http_addresses(
-            http_fallback_addresses, 4151, "http_fallback_addresses"
-        )
-        require_addresses(
-            nsqd_tcp_addresses=addresses, lookupd_http_addresses=self._lookupd_addresses
-        )
+            extra = (
+                [parse_address(host or "127.0.0.1", port or 4150)]
+                if host is not None or port is not None
+                else []
+            )
+            _checked = validate_client_options(
+                Config.from_options(config, **options),
+                nsqd_tcp_addresses=nsqd_tcp_addresses,
+                lookupd_http_addresses=lookupd_http_addresses,
+                http_fallback_addresses=http_fallback_addresses,
+                extra_nsqd=extra,
+            )
+        self.config = _checked.config
+        self._identify = _checked.identify
+        self._ssl_context = _checked.ssl_context
+        addresses = _checked.nsqd_tcp_addresses
+        self._lookupd_addresses = _checked.lookupd_http_addresses
+        self._http_fallback = _checked.http_fallback_addresses
         self._http_clients: list[NsqdHTTPClient] = []  # made on first use, on the loop
         self._http_rr = 0
         self._http_tasks: set[asyncio.Task[bytes]] = set()
