@@ -23,24 +23,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 
 from ..addresses import Address
-from ..config import Config
 from ..errors import ServerError
 from ..flow import ReconnectBackoff, worth_retrying
-from ..protocol.identify import IdentifyOptions
 from .connection import Connection, ConnectionOwner, close_all
 from .discovery import LookupdPoller
+from .options import ClientOptions
 from .outages import Outages
 
 __all__ = ["NodeSet"]
 
 
 class NodeSet:
-    """The nsqd connections of one Reader or Writer (``role``), keyed by address.
+    """The nsqd connections of one Reader or Writer (``owner``, which hears from them), keyed by
+    address, made with ``options`` (its checked options: see :mod:`.options`).
 
     ``running()`` says whether the owner still wants connections (False from the moment it begins
     to close). ``prompt_after_error``: after a connection ended with an error frame nsqd is up and
@@ -50,29 +49,25 @@ class NodeSet:
 
     def __init__(
         self,
-        *,
-        config: Config,
-        identify: IdentifyOptions,
-        ssl_context: ssl.SSLContext | None,
+        options: ClientOptions,
         owner: ConnectionOwner,
-        addresses: Sequence[Address],
-        lookupd_addresses: Sequence[str],
+        *,
         running: Callable[[], bool],
         on_up: Callable[[Connection], None],
         log: logging.Logger,
-        role: str,
         prompt_after_error: bool = False,
     ) -> None:
-        self._config = config
-        self._identify = identify
-        self._ssl_context = ssl_context
+        self.options = options
+        self._config = options.config
+        self._identify = options.identify
+        self._ssl_context = options.ssl_context
         self._owner = owner
-        self._direct: list[Address] = list(addresses)
-        self._lookupd_addresses = lookupd_addresses
+        self._direct: list[Address] = list(options.nsqd_tcp_addresses)
+        self._lookupd_addresses = options.lookupd_http_addresses
         self._running = running
         self._on_up = on_up
         self._log = log
-        self._role = role
+        self._role = "reader" if options.consumer else "writer"
         self._prompt_after_error = prompt_after_error
         self._topic: str | None = None
         self._channel: str | None = None
@@ -84,7 +79,7 @@ class NodeSet:
         #: the connections that are up (owners may read it; only the node set changes it)
         self.conns: dict[Address, Connection] = {}
         self.connecting: set[Address] = set()
-        self.outages = Outages(log, role)
+        self.outages = Outages(log, self._role)
         self.last_error: BaseException | None = None  # the last failed connect, for error texts
 
     @property

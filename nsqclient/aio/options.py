@@ -38,6 +38,7 @@ class ClientOptions:
     nsqd_tcp_addresses: list[Address]
     lookupd_http_addresses: list[str]
     http_fallback_addresses: list[str]
+    consumer: bool  # a Reader's (its connections SUB), else a Writer's
 
 
 def validate_client_options(
@@ -70,4 +71,4 @@ def validate_client_options(
     lookupd = parse_http_addresses(lookupd_http_addresses, 4161)
     fallback = parse_http_addresses(http_fallback_addresses, 4151, "http_fallback_addresses")
     require_addresses(nsqd_tcp_addresses=nsqd, lookupd_http_addresses=lookupd)
-    return ClientOptions(config, identify, ssl_context, nsqd, lookupd, fallback)
+    return ClientOptions(config, identify, ssl_context, nsqd, lookupd, fallback, consumer)

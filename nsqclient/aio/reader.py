@@ -106,12 +106,8 @@ class Reader:
             consumer=True,
         )
         self.config = checked.config
-        self._identify = checked.identify
-        self._ssl_context = checked.ssl_context
         self.topic = topic
         self.channel = channel
-        self._nsqd_addresses = checked.nsqd_tcp_addresses
-        self._lookupd_addresses = checked.lookupd_http_addresses
         self.on_giving_up = on_giving_up
         self.tracker = MessageTracker(self._update_watch)
         #: connections report each FIN only while this is true (backoff, or someone waits for
@@ -128,16 +124,7 @@ class Reader:
         self._state = ReaderState.NEW
         self._loop: asyncio.AbstractEventLoop | None = None
         self._nodes = NodeSet(
-            config=self.config,
-            identify=self._identify,
-            ssl_context=self._ssl_context,
-            owner=self,
-            addresses=self._nsqd_addresses,
-            lookupd_addresses=self._lookupd_addresses,
-            running=self._running,
-            on_up=self._on_connection_up,
-            log=log,
-            role="reader",
+            checked, self, running=self._running, on_up=self._on_connection_up, log=log
         )
         self._conns = self._nodes.conns  # the same dict: read here, changed by the node set
         self._handler_tasks: set[asyncio.Task[Any]] = set()  # handler awaitables, give-up hooks

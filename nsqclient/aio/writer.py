@@ -95,25 +95,17 @@ class Writer:
                 extra_nsqd=extra,
             )
         self.config = _checked.config
-        self._identify = _checked.identify
         self._ssl_context = _checked.ssl_context
-        addresses = _checked.nsqd_tcp_addresses
-        self._lookupd_addresses = _checked.lookupd_http_addresses
         self._http_fallback = _checked.http_fallback_addresses
         self._http_clients: list[NsqdHTTPClient] = []  # made on first use, on the loop
         self._http_rr = 0
         self._http_tasks: set[asyncio.Task[bytes]] = set()
         self._nodes = NodeSet(
-            config=self.config,
-            identify=self._identify,
-            ssl_context=self._ssl_context,
-            owner=self,
-            addresses=addresses,
-            lookupd_addresses=self._lookupd_addresses,
+            _checked,
+            self,
             running=self._accepting,
             on_up=self._on_connection_up,
             log=log,
-            role="writer",
             prompt_after_error=True,
         )
         self._conns = self._nodes.conns  # the same dict: read here, changed by the node set

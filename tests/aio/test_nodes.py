@@ -11,6 +11,7 @@ import pytest
 from nsqclient.addresses import Address, format_address
 from nsqclient.aio import Writer
 from nsqclient.aio.nodes import NodeSet
+from nsqclient.aio.options import ClientOptions
 from nsqclient.config import Config
 from nsqclient.protocol.identify import IdentifyOptions
 from nsqclient.testing.daemons import NsqdProcess, NsqlookupdProcess, free_port
@@ -32,17 +33,15 @@ class _Owner:
 
 
 def _node_set(config: Config, ups: list[object]) -> NodeSet:
+    lookupd_only = ClientOptions(
+        config, IdentifyOptions.from_config(config), None, [], [], [], False
+    )
     return NodeSet(
-        config=config,
-        identify=IdentifyOptions.from_config(config),
-        ssl_context=None,
-        owner=_Owner(),  # type: ignore[arg-type]
-        addresses=[],
-        lookupd_addresses=[],
+        lookupd_only,
+        _Owner(),  # type: ignore[arg-type]
         running=lambda: True,
         on_up=ups.append,
         log=log,
-        role="writer",
     )
 
 

@@ -108,8 +108,8 @@ def test_a_facade_checks_once_and_its_core_object_reuses_what_was_built(
     try:
         core_reader, core_writer = reader.aio, writer.aio  # built on the loop thread now
         assert len(identified) == 2 and len(contexts) == 2  # once per facade, not twice
-        assert core_reader._identify is reader._checked.identify
-        assert core_writer._identify is writer._checked.identify
+        assert core_reader._nodes.options is reader._checked
+        assert core_writer._nodes.options is writer._checked
         # a SyncReader's messages sit in the thread bridge only: the core has no queue of its own
         assert core_reader._queue is None and core_reader._sink is not None
     finally:
