@@ -17,6 +17,10 @@ frame must complete within that bound), when the oldest pending request is past 
 nothing was answered for ``publish_timeout`` (replies come in order: nothing behind it can be
 answered either), and when writes stayed paused longer than ``write_timeout``. It also fails
 pending requests whose deadline passed, so no per-request timer is ever created.
+
+(Longer than most modules: the handshake, the read path, write coalescing and the ticker share
+the transport, the decoder and the pending-reply FIFO, and the read and write paths are the
+per-message hot paths; one class keeps each step one attribute away, with no hop per message.)
 """
 
 from __future__ import annotations

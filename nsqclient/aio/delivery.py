@@ -7,13 +7,15 @@ to threads. A sink never blocks the loop: RDY already bounds how many messages c
 
 :class:`HandlerRunner` applies the handler contract shared by every delivery style: returning
 means FIN (``False`` means REQ, as in pynsq), raising means REQ with backoff, a message the handler
-answered itself or took over (``disable_auto_response``) is left alone.
+answered itself or took over (``disable_auto_response``) is left alone. :func:`run_worker` is
+one handler worker taking from the queue; :class:`QueueIterator` is ``async for`` over it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
@@ -21,11 +23,27 @@ from typing import Any, Protocol
 
 from ..message import Message
 
-__all__ = ["Handler", "HandlerRunner", "MessageQueue", "MessageSink"]
+__all__ = [
+    "ITERATING",
+    "Handler",
+    "HandlerRunner",
+    "MessageQueue",
+    "MessageSink",
+    "QueueIterator",
+    "run_worker",
+]
 
 log = logging.getLogger("nsqclient.reader")
 
 Handler = Callable[[Message], Any]
+
+_YIELD_EVERY = 64  # sync handlers in a worker: let the loop breathe this often
+#: the task that iterated a Reader, seen from that task and from every task it started since
+#: (they inherit its context): a close asked for through ``asyncio.wait_for`` or ``gather`` runs
+#: in such a task while the iterating task waits for it
+ITERATING: contextvars.ContextVar[asyncio.Task[Any] | None] = contextvars.ContextVar(
+    "nsqclient_iterating_task", default=None
+)
 
 
 class MessageSink(Protocol):
@@ -207,3 +225,82 @@ class HandlerRunner:
         )
         if not msg._responded and msg._auto:
             msg.req(backoff=True)
+
+
+async def run_worker(queue: MessageQueue, runner: HandlerRunner) -> None:
+    """One handler worker: take messages from ``queue`` and run the handler on each, until the
+    queue is closed (a task; cancelling it stops the worker)."""
+    run_sync = runner.run_sync
+    is_async = runner.is_async
+    done = 0
+    while True:
+        msg = queue.get_nowait()
+        if msg is None:
+            try:
+                msg = await queue.get()
+            except QueueClosed:
+                return
+            done = 0
+        if msg._responded:
+            continue
+        if is_async:
+            await runner.run(msg)
+            continue
+        awaitable = run_sync(msg)
+        if awaitable is not None:
+            await runner.finish(msg, awaitable)
+        done += 1
+        if done >= _YIELD_EVERY:
+            done = 0
+            await asyncio.sleep(0)
+
+
+class QueueIterator:
+    """``async for`` over a Reader's queue. Records the task that iterates in ``holders`` (on
+    its first step and whenever it waits for a batch, never per message): a graceful close waits
+    for what it holds only while it can still answer. ``start`` runs on the first step (it
+    starts a Reader that is not started yet)."""
+
+    __slots__ = ("_holders", "_items", "_queue", "_start", "_started")
+
+    def __init__(
+        self,
+        queue: MessageQueue,
+        holders: set[asyncio.Task[Any]],
+        start: Callable[[], Awaitable[None]],
+    ) -> None:
+        self._queue = queue
+        self._items = queue._items  # the deque itself: no call per message
+        self._holders = holders
+        self._start = start
+        self._started = False
+
+    def __aiter__(self) -> QueueIterator:
+        return self
+
+    async def __anext__(self) -> Message:
+        if not self._started:
+            self._started = True
+            _hold(self._holders)
+            await self._start()
+        items = self._items
+        while True:
+            if items:
+                msg = items.popleft()
+            else:
+                _hold(self._holders)
+                try:
+                    msg = await self._queue.get()
+                except QueueClosed:
+                    raise StopAsyncIteration from None
+            if not msg._responded:
+                return msg
+
+
+def _hold(holders: set[asyncio.Task[Any]]) -> None:
+    """Record the current task as one that holds messages (until it is done)."""
+    task = asyncio.current_task()
+    if task is not None and task not in holders:
+        holders.add(task)
+        task.add_done_callback(holders.discard)
+        ITERATING.set(task)

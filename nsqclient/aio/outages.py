@@ -85,8 +85,9 @@ class Outages:
         else:
             self._log.debug("%s reconnect to nsqd %s failed: %s%s", self._role, where, exc, retry)
 
-    def connected(self, addr: Address, conn: Connection) -> None:
-        """A connection to ``addr`` is up: end its outage, if it had one."""
+    def connected(self, addr: Address, conn: Connection) -> bool:
+        """A connection to ``addr`` is up: end its outage, if it had one (True: it had, and the
+        INFO line saying so is logged)."""
         outage = self._down.pop(addr, None)
         if outage is not None:
             self.reconnects += 1
@@ -112,6 +113,7 @@ class Outages:
                 self._role,
                 conn.address,
             )
+        return outage is not None
 
     def forget(self, addr: Address) -> None:
         """``addr`` is no longer a node of this client (lookupd dropped it)."""

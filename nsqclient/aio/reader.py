@@ -1,11 +1,11 @@
 """The Reader: one topic/channel consumed from many nsqd, with go-nsq's RDY and backoff rules.
 
-Connections come from direct ``nsqd_tcp_addresses`` (reconnected forever with capped, jittered
-backoff) and/or nsqlookupd discovery. Flow control is decided by
-:class:`~nsqclient.flow.RdyController` (pure, clock-injected); this module only carries its
-decisions out and keeps its single timer armed. Delivered messages go to a sink in one call per
-read: the default queue feeds ``async for`` and handler workers, or a ``direct=True`` handler runs
-on the read path itself.
+Connections come from direct ``nsqd_tcp_addresses`` and/or nsqlookupd discovery; the
+:class:`~.nodes.NodeSet` owns them (connecting, SUB, reconnects with backoff). Flow control is
+decided by :class:`~nsqclient.flow.RdyController` (pure, clock-injected); this module only carries
+its decisions out and keeps its single timer armed. Delivered messages go to a sink in one call
+per read: the default queue feeds ``async for`` and handler workers (:mod:`.delivery`), or a
+``direct=True`` handler runs on the read path itself.
 
 ``graceful_close()`` guarantees that nothing delivered to this Reader is left to nsqd's timeout:
 RDY 0 everywhere, REQ what was never handed out, let handlers finish (bounded), REQ whatever is
@@ -13,8 +13,9 @@ still unanswered, CLS and wait for CLOSE_WAIT, then close. It waits only for tho
 answer: handlers, and tasks iterating the Reader that are neither done nor closing it themselves.
 ``stop_on_signals()`` starts that close on SIGTERM.
 
-(Longer than most modules: connections, flow control, delivery styles and the close share the
-Reader's state, and splitting them would spread one state machine over several files.)
+(Longer than most modules: flow control, the delivery styles and the close sequence share one
+state machine, the Reader's state with its in-flight tracker, RDY budget and holders; the close
+reads and changes all of it at every step, and split across files it would be harder to check.)
 """
 
 from __future__ import annotations
@@ -25,36 +26,33 @@ import enum
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
-from functools import partial
 from typing import Any
 
-from ..addresses import (
-    Address,
-    parse_addresses,
-    parse_http_addresses,
-    require_addresses,
-)
 from ..config import Config
 from ..errors import ClosedError, ConfigError, NSQError, ResponseFailedError, ServerError
 from ..flow import (
     Outcome,
     RdyChange,
     RdyController,
-    ReconnectBackoff,
     should_give_up,
-    worth_retrying,
 )
 from ..message import _DONE, Message
 from ..observability import _hook
-from ..protocol.identify import IdentifyOptions
 from ..protocol.names import validate_channel, validate_topic
 from ..stats import ReaderStats
-from .connection import Connection, ConnectionState, Pending, close_all
-from .delivery import Handler, HandlerRunner, MessageQueue, MessageSink, QueueClosed
-from .discovery import LookupdPoller
-from .outages import Outages
+from .connection import Connection, ConnectionState, Pending
+from .delivery import (
+    ITERATING,
+    Handler,
+    HandlerRunner,
+    MessageQueue,
+    MessageSink,
+    QueueIterator,
+    run_worker,
+)
+from .nodes import NodeSet
+from .options import ClientOptions, validate_client_options
 from .signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
-from .tls import make_ssl_context
 from .touch import AutoTouch
 from .tracker import MessageTracker
 
@@ -66,14 +64,7 @@ GiveUpHook = Callable[[Message], Any]
 _SUCCESS = Outcome.SUCCESS
 _FAILURE = Outcome.FAILURE
 _NEUTRAL = Outcome.NEUTRAL
-_YIELD_EVERY = 64  # sync handlers in a worker: let the loop breathe this often
 _HOLDER_POLL = 0.05  # seconds: how often a closing Reader asks whether holders can still answer
-#: the task that iterated a Reader, seen from that task and from every task it started since
-#: (they inherit its context): a close asked for through ``asyncio.wait_for`` or ``gather`` runs
-#: in such a task while the iterating task waits for it
-_ITERATING: contextvars.ContextVar[asyncio.Task[Any] | None] = contextvars.ContextVar(
-    "nsqclient_iterating_task", default=None
-)
 
 
 class ReaderState(enum.Enum):
@@ -102,43 +93,40 @@ class Reader:
         on_giving_up: GiveUpHook | None = None,
         config: Config | None = None,
         sink: MessageSink | None = None,
+        _checked: ClientOptions | None = None,
         **options: Any,
     ) -> None:
-        self.config = Config.from_options(config, **options)
-        self._identify = IdentifyOptions.from_config(self.config)
-        self._ssl_context = make_ssl_context(self.config)
-        if self._identify.heartbeat_interval == -1:
-            raise ConfigError(
-                "a Reader needs heartbeats: nsqd refuses SUB with heartbeat_interval=-1"
-            )
+        # ``_checked``: the options checked already (the blocking facade did, in its thread)
+        checked = _checked or validate_client_options(
+            Config.from_options(config, **options),
+            nsqd_tcp_addresses=nsqd_tcp_addresses,
+            lookupd_http_addresses=lookupd_http_addresses,
+            topic=topic,
+            channel=channel,
+            consumer=True,
+        )
+        self.config = checked.config
         self.topic = topic
         self.channel = channel
-        if topic is not None:
-            validate_topic(topic)
-        if channel is not None:
-            validate_channel(channel)
-        self._nsqd_addresses = parse_addresses(nsqd_tcp_addresses, 4150)
-        self._lookupd_addresses = parse_http_addresses(lookupd_http_addresses, 4161)
-        require_addresses(
-            nsqd_tcp_addresses=self._nsqd_addresses, lookupd_http_addresses=self._lookupd_addresses
-        )
         self.on_giving_up = on_giving_up
         self.tracker = MessageTracker(self._update_watch)
         #: connections report each FIN only while this is true (backoff, or someone waits for
         #: the tracker to empty): the common FIN then costs no call into the Reader
         self._watch_fin = False
         self._flow = RdyController.from_config(self.config)
-        self._queue = MessageQueue()
-        self._sink: MessageSink = sink if sink is not None else self._queue
+        #: the Reader's own buffer (``async for``, handler workers), only when no sink is given:
+        #: with one, messages sit in the sink alone
+        self._queue: MessageQueue | None = None
+        if sink is None:
+            self._queue = MessageQueue()
+            sink = self._queue
+        self._sink: MessageSink = sink
         self._state = ReaderState.NEW
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._conns: dict[Address, Connection] = {}
-        self._connecting: set[Address] = set()
-        self._reconnects: dict[Address, asyncio.Task[None]] = {}
-        self._lookupd_found: set[Address] = set()
-        self._from_lookupd: set[Address] = set()
-        self._poller: LookupdPoller | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()  # connection attempts
+        self._nodes = NodeSet(
+            checked, self, running=self._running, on_up=self._on_connection_up, log=log
+        )
+        self._conns = self._nodes.conns  # the same dict: read here, changed by the node set
         self._handler_tasks: set[asyncio.Task[Any]] = set()  # handler awaitables, give-up hooks
         self._flow_handle: asyncio.TimerHandle | None = None
         self._flow_at: float | None = None
@@ -162,7 +150,6 @@ class Reader:
         self._close_task: asyncio.Task[None] | None = None
         self._closed_event = asyncio.Event()
         self._max_attempts = self.config.max_attempts
-        self._outages = Outages(log, "reader")
         self.received = 0
         self._finished_closed = 0  # FINs on connections that are gone
         self.requeued = 0
@@ -203,32 +190,15 @@ class Reader:
         if self._runner is not None and not self._direct:
             self._ensure_workers()
         self._touch.arm(self._loop)
-        # tasks, so that closing meanwhile cancels them (cleanly, in any phase of the setup)
-        results = await asyncio.gather(
-            *(self._spawn(self._connect(addr, direct=True)) for addr in self._nsqd_addresses),
-            return_exceptions=True,
-        )
-        if self._state is not ReaderState.RUNNING:
-            return  # closed while connecting: nothing more to start
-        errors = [r for r in results if isinstance(r, BaseException)]
-        refused = [e for e in errors if not worth_retrying(e)]
-        if refused:  # misconfiguration: say so now rather than retry forever
+        try:
+            await self._nodes.start(self.topic, self.channel)
+        except Exception:  # refused: misconfiguration, said now rather than retried forever
             await self.close()
-            raise refused[0]
-        if self._lookupd_addresses:
-            self._poller = LookupdPoller(
-                self._lookupd_addresses,
-                config=self.config,
-                topic=self.topic,
-                on_producers=self._on_producers,
-            )
-            self._poller.start()
-        for addr, result in zip(self._nsqd_addresses, results, strict=True):
-            if isinstance(result, BaseException):
-                # not up yet (or unreachable): retried in the background, so a service started
-                # before its nsqd comes up by itself
-                self._outages.failed(addr, result)
-                self._schedule_reconnect(addr)
+            raise
+
+    async def _start_if_new(self) -> None:
+        if self._state is ReaderState.NEW:
+            await self.start()
 
     async def __aenter__(self) -> Reader:
         await self.start()
@@ -252,34 +222,7 @@ class Reader:
 
     # ------------------------------------------------------------------ connections
 
-    async def _connect(self, addr: Address, *, direct: bool) -> None:
-        if (
-            addr in self._conns
-            or addr in self._connecting
-            or self._state is not ReaderState.RUNNING
-        ):
-            return
-        conn = Connection(
-            addr[0],
-            addr[1],
-            config=self.config,
-            identify=self._identify,
-            owner=self,
-            ssl_context=self._ssl_context,
-        )
-        self._connecting.add(addr)
-        try:
-            await conn.connect()
-            assert self.topic is not None and self.channel is not None
-            await conn.subscribe(self.topic, self.channel)
-        except BaseException:
-            conn.abort()
-            raise
-        finally:
-            self._connecting.discard(addr)
-        if not self._running():
-            conn.close()
-            return
+    def _on_connection_up(self, conn: Connection) -> None:
         if conn.max_rdy_count < self._flow.max_in_flight:
             log.warning(
                 "nsqd %s max_rdy_count %d is below max_in_flight %d",
@@ -287,65 +230,13 @@ class Reader:
                 conn.max_rdy_count,
                 self._flow.max_in_flight,
             )
-        self._conns[addr] = conn
-        if not direct:
-            self._from_lookupd.add(addr)
         self.tracker.attach(conn)
-        log.info("subscribed to %s/%s on nsqd %s", self.topic, self.channel, conn.address)
-        self._outages.connected(addr, conn)
         self._apply(self._flow.add_connection(conn, conn.max_rdy_count, self._now()))
         self._touch.arm(self._loop)  # this nsqd's msg_timeout may call for a shorter interval
 
-    def _on_producers(self, found: list[Address]) -> None:
-        self._lookupd_found = set(found)
-        for addr in found:
-            if (
-                addr not in self._conns
-                and addr not in self._connecting
-                and addr not in self._reconnects
-            ):
-                self._spawn(self._connect_logged(addr))
-        for addr, task in list(self._reconnects.items()):
-            if addr not in self._lookupd_found and addr not in self._nsqd_addresses:
-                task.cancel()  # lookupd no longer lists it: stop retrying
-                self._outages.forget(addr)
-
-    async def _connect_logged(self, addr: Address) -> None:
-        try:
-            await self._connect(addr, direct=False)
-        except Exception as exc:
-            self._outages.failed(addr, exc)
-            self._schedule_reconnect(addr)
-
-    def _schedule_reconnect(self, addr: Address) -> None:
-        loop = self._loop
-        if not self._running() or addr in self._reconnects or loop is None:
-            return
-        task = loop.create_task(self._reconnect(addr), name=f"nsq-reconnect-{addr[0]}:{addr[1]}")
-        self._reconnects[addr] = task
-        task.add_done_callback(partial(_forget, self._reconnects, addr))
-
-    async def _reconnect(self, addr: Address) -> None:
-        backoff = ReconnectBackoff.from_config(self.config)
-        while self._state is ReaderState.RUNNING:
-            await asyncio.sleep(backoff.next_delay())
-            if addr in self._conns:
-                return
-            try:
-                await self._connect(addr, direct=addr in self._nsqd_addresses)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self._outages.failed(addr, exc, backoff.base_delay(backoff.attempts))
-
     def _on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
-        addr = (conn.host, conn.port)
-        if self._conns.get(addr) is conn:
-            del self._conns[addr]
+        if self._nodes.lost(conn, exc):
             self._finished_closed += conn.messages_finished
-            if self._state is ReaderState.RUNNING:
-                self._outages.lost(addr)
         orphans = self.tracker.detach(conn)
         if isinstance(self._sink, MessageQueue):
             self._sink.purge(lambda m: m._responder is not conn)
@@ -360,11 +251,6 @@ class Reader:
                 conn.address,
             )
         self._apply(self._flow.remove_connection(conn, self._now()))
-        if self._state is ReaderState.RUNNING:
-            if addr in self._nsqd_addresses or addr in self._lookupd_found:
-                self._schedule_reconnect(addr)
-            if self._poller is not None and addr in self._from_lookupd:
-                self._poller.poke()
 
     # ------------------------------------------------------------------ the read path
 
@@ -526,6 +412,10 @@ class Reader:
         nsqd's timeout.
         """
         runner = HandlerRunner(handler, auto_fin=auto_fin)
+        if not direct and self._queue is None:
+            raise ConfigError(
+                "this Reader delivers to the sink it was given: only a direct=True handler can run"
+            )
         if direct and runner.is_async:
             raise ConfigError(
                 "direct=True needs a plain function; use the default queue-backed "
@@ -558,38 +448,12 @@ class Reader:
     def _ensure_workers(self) -> None:
         loop = self._loop
         assert loop is not None
+        queue, runner = self._queue, self._runner
+        assert queue is not None and runner is not None
         while len(self._workers) < self._concurrency:
-            task = loop.create_task(self._worker(), name="nsq-handler")
+            task = loop.create_task(run_worker(queue, runner), name="nsq-handler")
             self._workers.add(task)
             task.add_done_callback(self._workers.discard)
-
-    async def _worker(self) -> None:
-        queue = self._queue
-        runner = self._runner
-        assert runner is not None
-        run_sync = runner.run_sync
-        is_async = runner.is_async
-        done = 0
-        while True:
-            msg = queue.get_nowait()
-            if msg is None:
-                try:
-                    msg = await queue.get()
-                except QueueClosed:
-                    return
-                done = 0
-            if msg._responded:
-                continue
-            if is_async:
-                await runner.run(msg)
-                continue
-            awaitable = run_sync(msg)
-            if awaitable is not None:
-                await runner.finish(msg, awaitable)
-            done += 1
-            if done >= _YIELD_EVERY:
-                done = 0
-                await asyncio.sleep(0)
 
     # ------------------------------------------------------------------ auto-touch
 
@@ -608,7 +472,9 @@ class Reader:
         """Iterate over messages as they arrive (``async for msg in reader.messages()``)."""
         if self._runner is not None:
             raise ConfigError("this Reader has a message handler; messages() would compete with it")
-        return _MessageIterator(self)
+        if self._queue is None:
+            raise ConfigError("this Reader delivers to the sink it was given; read from that")
+        return QueueIterator(self._queue, self._holders, self._start_if_new)
 
     def __aiter__(self) -> AsyncIterator[Message]:
         return self.messages()
@@ -668,7 +534,7 @@ class Reader:
             return
         # from now on this task answers nothing it holds; nor does the iterating task that
         # asked for this close through a task of its own (asyncio.wait_for on 3.11, gather)
-        closing = {current, _ITERATING.get() or current}
+        closing = {current, ITERATING.get() or current}
         self._close_waiters.update(closing)
         try:
             await asyncio.shield(task)
@@ -692,10 +558,7 @@ class Reader:
         self._apply(self._flow.close())  # RDY 0 everywhere, first
         self._requeue(self._sink.take_undelivered())
         self._sink.close()
-        if self._sink is not self._queue:
-            self._requeue(self._queue.take_undelivered())
-            self._queue.close()
-        await self._stop_discovery()
+        await self._nodes.stop_discovery()
         if requeue_in_hand:
             self._requeue_in_flight()
         else:
@@ -748,24 +611,16 @@ class Reader:
         self._apply(self._flow.close())
         self._requeue(self._sink.take_undelivered())
         self._sink.close()
-        self._requeue(self._queue.take_undelivered())
-        self._queue.close()
         self._requeue(self.tracker.messages())
-        for task in (
-            *self._workers,
-            *self._handler_tasks,
-            *self._reconnects.values(),
-            *self._tasks,
-        ):
+        for task in (*self._workers, *self._handler_tasks):
             task.cancel()
-        for conn in list(self._conns.values()):
-            conn.close()  # flushes the REQs above first
+        self._nodes.cancel()
+        self._nodes.close_each()  # flushes the REQs above first
         self._close_task = self._loop.create_task(self._finish_close(), name="nsq-reader-close")
         return self._close_task
 
     def _close_unstarted(self) -> None:
         self._sink.close()  # an iteration waiting on it ends
-        self._queue.close()
         self._set_closed()
 
     def _set_closed(self) -> None:
@@ -777,19 +632,9 @@ class Reader:
         self._closed_event.set()
 
     async def _finish_close(self) -> None:
-        await self._stop_discovery()
+        await self._nodes.stop_discovery()
         await self._stop_handlers()
         await self._close_connections()
-
-    async def _stop_discovery(self) -> None:
-        poller, self._poller = self._poller, None
-        if poller is not None:
-            await poller.close()
-        tasks = [*self._reconnects.values(), *self._tasks]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _stop_handlers(self) -> None:
         tasks = [*self._workers, *self._handler_tasks]
@@ -799,7 +644,7 @@ class Reader:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _close_connections(self) -> None:
-        await close_all(self._conns.values(), self.config.sec.write_timeout + 1.0)
+        await self._nodes.close_connections()
         if self._flow_handle is not None:
             self._flow_handle.cancel()
             self._flow_handle = None
@@ -869,14 +714,6 @@ class Reader:
 
     # ------------------------------------------------------------------ misc
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        """A connection attempt (cancelled when the Reader closes)."""
-        assert self._loop is not None
-        task = self._loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
     def _spawn_handler(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Handler work (awaited by graceful close within its timeout, like the workers)."""
         assert self._loop is not None
@@ -896,7 +733,7 @@ class Reader:
         ever added across releases). Loop thread only.
         """
         flow = self._flow
-        outages = self._outages
+        outages = self._nodes.outages
         return {
             "topic": self.topic,
             "channel": self.channel,
@@ -909,7 +746,7 @@ class Reader:
             "lost_on_disconnect": self.tracker.lost,
             "response_errors": self.response_errors,
             "queued": self._queued(),
-            "connecting": len(self._connecting),
+            "connecting": len(self._nodes.connecting),
             "max_in_flight": flow.max_in_flight,
             "total_rdy": flow.total_rdy,
             "backoff_level": flow.backoff_level,
@@ -922,13 +759,8 @@ class Reader:
 
     def _queued(self) -> int:
         """Delivered and not yet handed to the application (in the queue, or in a sink)."""
-        queued = len(self._queue)
-        sink = self._sink
-        if sink is not self._queue:
-            size = getattr(sink, "__len__", None)
-            if size is not None:
-                queued += int(size())
-        return queued
+        size = getattr(self._sink, "__len__", None)
+        return int(size()) if size is not None else 0
 
     def __repr__(self) -> str:
         return (
@@ -937,58 +769,8 @@ class Reader:
         )
 
 
-class _MessageIterator:
-    """``async for`` over a Reader's queue. Records the task that iterates (on its first step
-    and whenever it waits for a batch, never per message): a graceful close waits for what it
-    holds only while it can still answer."""
-
-    __slots__ = ("_items", "_queue", "_reader", "_started")
-
-    def __init__(self, reader: Reader) -> None:
-        self._reader = reader
-        self._queue = reader._queue
-        self._items = reader._queue._items  # the deque itself: no call per message
-        self._started = False
-
-    def __aiter__(self) -> _MessageIterator:
-        return self
-
-    async def __anext__(self) -> Message:
-        if not self._started:
-            self._started = True
-            reader = self._reader
-            _hold(reader._holders)
-            if reader._state is ReaderState.NEW:
-                await reader.start()
-        items = self._items
-        while True:
-            if items:
-                msg = items.popleft()
-            else:
-                _hold(self._reader._holders)
-                try:
-                    msg = await self._queue.get()
-                except QueueClosed:
-                    raise StopAsyncIteration from None
-            if not msg._responded:
-                return msg
-
-
-def _hold(holders: set[asyncio.Task[Any]]) -> None:
-    """Record the current task as one that holds messages (until it is done)."""
-    task = asyncio.current_task()
-    if task is not None and task not in holders:
-        holders.add(task)
-        task.add_done_callback(holders.discard)
-        _ITERATING.set(task)
-
-
 def _always() -> bool:
     return True
-
-
-def _forget(tasks: dict[Address, asyncio.Task[None]], addr: Address, _task: object) -> None:
-    tasks.pop(addr, None)
 
 
 async def _await_and_log(aw: Awaitable[Any]) -> None:

@@ -11,6 +11,12 @@ outstanding, so a slow nsqd makes callers wait instead of growing memory.
 ``http_fallback_addresses`` (nsqd HTTP addresses) make HTTP the way out when no TCP connection
 is up: a publish that finds none goes to ``/pub`` or ``/mpub`` at once instead of waiting for a
 reconnect. Only publishes not yet sent over TCP take that path, so a fallback never duplicates.
+
+The connections themselves are the :class:`~.nodes.NodeSet`'s; what happens after nsqd refuses a
+publish (resending what it never ran, learning its size limits) is :mod:`.resend`'s. (Longer than
+most modules: the publish paths, the wait for a slot or a connection, the HTTP fallback and the
+close share one piece of state, the outstanding-publish count and its waiters, and the publish
+paths are kept whole so they read, and profile, as one.)
 """
 
 from __future__ import annotations
@@ -18,18 +24,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import re
 from collections.abc import Awaitable, Iterable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..addresses import (
-    Address,
     format_address,
     parse_address,
-    parse_addresses,
-    parse_http_addresses,
-    require_addresses,
 )
 from ..config import Config
 from ..errors import (
@@ -39,16 +40,15 @@ from ..errors import (
     ResponseFailedError,
     ServerError,
 )
-from ..flow import ReconnectBackoff, worth_retrying
 from ..message import _DONE, Message
 from ..observability import _hook
 from ..protocol import commands
-from ..protocol.identify import IdentifyOptions
 from ..protocol.names import Body
-from .connection import Connection, ConnectionState, Pending, ReplyWaiter, close_all
-from .discovery import LookupdPoller
-from .outages import Outages
-from .tls import make_ssl_context
+from .connection import Connection, ConnectionState, Pending, ReplyWaiter
+from .nodes import NodeSet
+from .options import ClientOptions, validate_client_options
+from .resend import Backlog, learn_limit
+from .resend import complete_waiter as _complete_waiter
 
 if TYPE_CHECKING:
     from ..http import NsqdHTTPClient
@@ -76,53 +76,60 @@ class Writer:
         host: str | None = None,
         port: int | None = None,
         config: Config | None = None,
+        _checked: ClientOptions | None = None,
         **options: Any,
     ) -> None:
-        self.config = Config.from_options(config, **options)
-        self._identify = IdentifyOptions.from_config(self.config)
-        self._ssl_context = make_ssl_context(self.config)
-        addresses = parse_addresses(nsqd_tcp_addresses, 4150)
-        if host is not None or port is not None:
+        # ``_checked``: the options checked already (the blocking facade did, in its thread)
+        if _checked is None:
             # asyncnsq style: host may be "127.0.0.1" or "tcp://127.0.0.1:4150"
-            addr = parse_address(host or "127.0.0.1", port or 4150)
-            if addr not in addresses:
-                addresses.append(addr)
-        self._lookupd_addresses = parse_http_addresses(lookupd_http_addresses, 4161)
-        self._http_fallback = parse_http_addresses(
-            http_fallback_addresses, 4151, "http_fallback_addresses"
-        )
-        require_addresses(
-            nsqd_tcp_addresses=addresses, lookupd_http_addresses=self._lookupd_addresses
-        )
+            extra = (
+                [parse_address(host or "127.0.0.1", port or 4150)]
+                if host is not None or port is not None
+                else []
+            )
+            _checked = validate_client_options(
+                Config.from_options(config, **options),
+                nsqd_tcp_addresses=nsqd_tcp_addresses,
+                lookupd_http_addresses=lookupd_http_addresses,
+                http_fallback_addresses=http_fallback_addresses,
+                extra_nsqd=extra,
+            )
+        self.config = _checked.config
+        self._ssl_context = _checked.ssl_context
+        self._http_fallback = _checked.http_fallback_addresses
         self._http_clients: list[NsqdHTTPClient] = []  # made on first use, on the loop
         self._http_rr = 0
         self._http_tasks: set[asyncio.Task[bytes]] = set()
-        self._addresses: list[Address] = addresses
-        self._conns: dict[Address, Connection] = {}
+        self._nodes = NodeSet(
+            _checked,
+            self,
+            running=self._accepting,
+            on_up=self._on_connection_up,
+            log=log,
+            prompt_after_error=True,
+        )
+        self._conns = self._nodes.conns  # the same dict: read here, changed by the node set
         self._healthy: list[Connection] = []
         self._rr = 0
-        self._reconnects: dict[Address, asyncio.Task[None]] = {}
-        self._connecting: set[Address] = set()
-        self._poller: LookupdPoller | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._closed = False
         self._start_lock: asyncio.Lock | None = None
         self._healthy_event: asyncio.Event | None = None
         self._outstanding = 0
-        self._last_error: BaseException | None = None
         self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._idle_waiters: list[asyncio.Future[None]] = []
-        self._outages = Outages(log, "writer")
         cfg = self.config
         self._max_pending = cfg.max_pending_publishes
         self._publish_timeout = cfg.sec.publish_timeout
         self._max_msg_size = cfg.max_msg_size
         self._max_body_size = cfg.max_body_size
         #: publishes nsqd never executed (pipelined behind a fatal error) waiting for a connection
-        self._backlog: collections.deque[Pending] = collections.deque()
-        self._backlog_timer: asyncio.TimerHandle | None = None
-        self.resent = 0  # publishes sent again after nsqd refused one pipelined ahead of them
+        self._backlog = Backlog(
+            pick=self._pick,
+            http=self._http_task if self._http_fallback else None,
+            closed=lambda: self._closed,
+        )
         self.published = 0  # messages acknowledged
         self.failed = 0  # publish calls that raised
         self.published_over_http = 0  # of ``published``, how many went by the HTTP fallback
@@ -157,33 +164,13 @@ class Writer:
             self._loop = asyncio.get_running_loop()
             if self._healthy_event is None:
                 self._healthy_event = asyncio.Event()
-            results = await asyncio.gather(
-                *(self._connect(addr) for addr in self._addresses), return_exceptions=True
-            )
-            errors = [r for r in results if isinstance(r, BaseException)]
-            for error in errors:
-                if not isinstance(error, Exception):
-                    raise error  # cancelled
-            refused = [e for e in errors if not worth_retrying(e)]
-            if refused:  # misconfiguration: say so now rather than retry forever
-                conns = list(self._conns.values())
-                self._conns.clear()
+            try:
+                await self._nodes.start()
+            except Exception:  # refused: misconfiguration, said now rather than retried forever
                 self._healthy.clear()
-                await close_all(conns, self.config.sec.write_timeout + 1.0)
-                raise refused[0]
-            if errors:
-                self._last_error = errors[-1]
+                await self._nodes.drop_connections()
+                raise
             self._started = True
-            if self._lookupd_addresses:
-                self._poller = LookupdPoller(
-                    self._lookupd_addresses, config=self.config, on_producers=self._on_nodes
-                )
-                self._poller.start()
-            for addr, result in zip(self._addresses, results, strict=True):
-                if isinstance(result, BaseException):
-                    self._outages.failed(addr, result)
-                if addr not in self._conns:
-                    self._schedule_reconnect(addr)
 
     start = connect
 
@@ -194,121 +181,39 @@ class Writer:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.graceful_close()
 
-    async def _connect(self, addr: Address) -> None:
-        if addr in self._conns or addr in self._connecting:
-            return
-        self._connecting.add(addr)
-        conn = Connection(
-            addr[0],
-            addr[1],
-            config=self.config,
-            identify=self._identify,
-            owner=self,
-            ssl_context=self._ssl_context,
-        )
-        try:
-            await conn.connect()
-        finally:
-            self._connecting.discard(addr)
-        if self._closed:
-            conn.close()
-            return
-        self._conns[addr] = conn
+    def _accepting(self) -> bool:
+        return not self._closed
+
+    def _on_connection_up(self, conn: Connection) -> None:
         self._healthy.append(conn)
         assert self._healthy_event is not None
         self._healthy_event.set()
-        log.info("writer connected to nsqd %s", conn.address)
-        self._outages.connected(addr, conn)
         if self._backlog:
             self._resend()
-
-    def _on_nodes(self, found: list[Address]) -> None:
-        for addr in found:
-            if (
-                addr not in self._conns
-                and addr not in self._connecting
-                and addr not in self._reconnects
-            ):
-                if addr not in self._addresses:
-                    self._addresses.append(addr)
-                self._schedule_reconnect(addr, immediately=True)
-
-    def _schedule_reconnect(self, addr: Address, *, immediately: bool = False) -> None:
-        if self._closed or addr in self._reconnects or self._loop is None:
-            return
-        task = self._loop.create_task(
-            self._reconnect(addr, immediately), name=f"nsq-writer-reconnect-{addr[0]}:{addr[1]}"
-        )
-        self._reconnects[addr] = task
-        task.add_done_callback(partial(_forget, self._reconnects, addr))
-
-    async def _reconnect(self, addr: Address, immediately: bool) -> None:
-        backoff = ReconnectBackoff.from_config(self.config)
-        first = True
-        while not self._closed:
-            if not (first and immediately):
-                await asyncio.sleep(backoff.next_delay())
-            first = False
-            try:
-                await self._connect(addr)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self._last_error = exc
-                self._outages.failed(addr, exc, backoff.base_delay(backoff.attempts))
 
     # ------------------------------------------------------------------ ConnectionOwner
 
     def _on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
-        addr = (conn.host, conn.port)
-        if self._conns.get(addr) is conn:
-            del self._conns[addr]
-            if not self._closed:
-                self._outages.lost(addr)
+        # after an error frame the node set reconnects at once (prompt_after_error), so what
+        # waits in the backlog goes soon
+        self._nodes.lost(conn, exc)
         if conn in self._healthy:
             self._healthy.remove(conn)
         if not self._healthy and self._healthy_event is not None:
             self._healthy_event.clear()
-        if not self._closed:
-            # after an error frame nsqd is up and answering: reconnect at once (the backoff
-            # applies from the second attempt), so what waits in the backlog goes soon
-            self._schedule_reconnect(addr, immediately=isinstance(exc, ServerError))
 
     def _on_fatal_error(
         self, conn: Connection, error: ServerError, unexecuted: list[Pending]
     ) -> bool:
         """ConnectionOwner: learn nsqd's size limit from ``error`` and send ``unexecuted``
         again elsewhere (nsqd never ran them). Called by the connection, not by users."""
-        self._learn_limit(error)  # before the refused publish raises: the next call knows
+        # before the refused publish raises: the next call knows
+        self._max_msg_size, self._max_body_size = learn_limit(
+            error, self._max_msg_size, self._max_body_size
+        )
         if unexecuted:
             self._resend(unexecuted)
         return True
-
-    def _learn_limit(self, error: ServerError) -> None:
-        """nsqd said how large a message (or MPUB body) may be: refuse larger ones locally
-        from now on, with MessageTooLargeError, instead of losing a connection to each."""
-        found = _TOO_BIG.search(error.text)
-        if found is None or error.code not in ("E_BAD_MESSAGE", "E_BAD_BODY"):
-            return
-        limit = int(found.group(1))
-        if error.code == "E_BAD_BODY" and "MPUB" in error.text:
-            if limit < self._max_body_size:
-                self._max_body_size = limit
-                log.warning(
-                    "nsqd %s accepts MPUB bodies of at most %d bytes (its --max-body-size); "
-                    "larger batches are now refused before sending",
-                    error.address,
-                    limit,
-                )
-        elif error.code == "E_BAD_MESSAGE" and limit < self._max_msg_size:
-            self._max_msg_size = limit
-            log.warning(
-                "nsqd %s accepts messages of at most %d bytes (its --max-msg-size); larger "
-                "bodies are now refused before sending",
-                error.address,
-                limit,
-            )
 
     @property
     def max_msg_size(self) -> int:
@@ -320,53 +225,16 @@ class Writer:
         """The largest MPUB body: ``max_body_size``, or less once nsqd said so."""
         return self._max_body_size
 
+    @property
+    def resent(self) -> int:
+        """Publishes sent again after nsqd refused one pipelined ahead of them."""
+        return self._backlog.resent
+
     def _resend(self, commands: Iterable[Pending] = ()) -> None:
         """Send publishes that nsqd never executed (``commands``, and any kept from before) on
-        another connection or over the HTTP fallback; without either, keep them until a
-        connection comes or their deadline passes."""
-        loop = self._loop
-        assert loop is not None
-        now = loop.time()
-        backlog = self._backlog
-        items = [*backlog, *commands]
-        backlog.clear()
-        for item in items:
-            waiter, deadline, data = item
-            if waiter.done():
-                continue
-            if deadline <= now:
-                waiter.set_exception(_not_sent())
-                continue
-            if self._closed:
-                waiter.set_exception(
-                    ClosedError("the Writer was closed before this publish could be sent")
-                )
-                continue
-            conn = self._pick()
-            if conn is not None:
-                conn.request_to(waiter, data, deadline - now)
-            elif self._http_fallback:
-                task = self._http_task(data, _publish_count(data), deadline - now)
-                task.add_done_callback(partial(_complete_waiter, waiter))
-            else:
-                backlog.append(item)
-                continue
-            self.resent += 1
-        self._arm_backlog_timer()
-
-    def _arm_backlog_timer(self) -> None:
-        if self._backlog_timer is not None:
-            self._backlog_timer.cancel()
-            self._backlog_timer = None
-        if self._backlog and self._loop is not None:
-            first = min(deadline for _w, deadline, _d in self._backlog)
-            if first != float("inf"):
-                self._backlog_timer = self._loop.call_at(first, self._expire_backlog)
-
-    def _expire_backlog(self) -> None:
-        self._backlog_timer = None
-        if self._backlog:
-            self._resend()  # fails the expired, keeps the rest
+        another connection or over the HTTP fallback (see :mod:`.resend`)."""
+        assert self._loop is not None
+        self._backlog.resend(self._loop, commands)
 
     def _on_messages(self, conn: Connection, messages: list[Message]) -> None:
         log.warning(
@@ -692,10 +560,10 @@ class Writer:
                 async with asyncio.timeout(remaining):
                     await self._healthy_event.wait()
             except TimeoutError:
-                last = self._last_error
+                last = self._nodes.last_error
                 raise NoConnectionsError(
                     "no nsqd connection became available before the publish timeout "
-                    f"(addresses: {', '.join(format_address(*a) for a in self._addresses)}"
+                    f"(addresses: {', '.join(format_address(*a) for a in self._nodes.addresses)}"
                     + (f"; last error: {last}" if last is not None else "")
                     + ")"
                 ) from last
@@ -774,8 +642,7 @@ class Writer:
         """
         self._closed = True
         self._refuse_waiters()
-        for conn in list(self._conns.values()):
-            conn.close()
+        self._nodes.close_each()
         for task in list(self._http_tasks):
             task.cancel()
         if self._loop is None:
@@ -794,15 +661,8 @@ class Writer:
 
     async def _shutdown(self) -> None:
         self._closed = True
-        poller, self._poller = self._poller, None
-        if poller is not None:
-            await poller.close()
-        tasks = list(self._reconnects.values())
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        await close_all(self._conns.values(), self.config.sec.write_timeout + 1.0)
+        await self._nodes.stop_discovery()
+        await self._nodes.close_connections()
         http_tasks = list(self._http_tasks)
         for http_task in http_tasks:  # graceful_close waited for them (bounded); close() cancelled
             http_task.cancel()
@@ -842,9 +702,9 @@ class Writer:
             "resent": self.resent,
             "outstanding": self._outstanding,
             "max_pending_publishes": self._max_pending,
-            "connection_losses": self._outages.losses,
-            "reconnects": self._outages.reconnects,
-            "nsqd_down": self._outages.down,
+            "connection_losses": self._nodes.outages.losses,
+            "reconnects": self._nodes.outages.reconnects,
+            "nsqd_down": self._nodes.outages.down,
             "connections": [
                 {"address": c.address, "state": c.state.value, "pending": c.pending_requests}
                 for c in self._conns.values()
@@ -854,39 +714,3 @@ class Writer:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("connected" if self._started else "new")
         return f"<Writer {state} conns={len(self._healthy)} outstanding={self._outstanding}>"
-
-
-def _forget(tasks: dict[Address, asyncio.Task[None]], addr: Address, _task: object) -> None:
-    tasks.pop(addr, None)
-
-
-#: "PUB message too big 2048 > 1024", "MPUB body too big ...": what nsqd's limit is
-_TOO_BIG = re.compile(r"too big \d+ > (\d+)")
-
-
-def _publish_count(data: bytes) -> int:
-    """How many messages an encoded publish carries (MPUB's count field; else one)."""
-    if data.startswith(b"MPUB "):
-        start = data.index(b"\n") + 5
-        return int.from_bytes(data[start : start + 4], "big")
-    return 1
-
-
-def _not_sent() -> NoConnectionsError:
-    return NoConnectionsError(
-        "this publish was never executed by nsqd (it was queued behind one nsqd refused) and "
-        "no connection came back before its timeout; it was not published, so retrying is safe"
-    )
-
-
-def _complete_waiter(waiter: ReplyWaiter, task: asyncio.Task[bytes]) -> None:
-    if waiter.done():
-        return
-    if task.cancelled():
-        waiter.set_exception(ClosedError("the Writer was closed during an HTTP fallback publish"))
-        return
-    exc = task.exception()
-    if exc is not None:
-        waiter.set_exception(exc)
-    else:
-        waiter.set_result(task.result())

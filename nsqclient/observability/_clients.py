@@ -166,7 +166,12 @@ def _end_send(op: _Send | None, exc: BaseException | None) -> None:
 def _server(client: Any) -> dict[str, Any] | None:
     """``server.address``/``port`` when the Writer has one nsqd (else which one is not known
     before the call picks it)."""
-    addresses = getattr(client, "_addresses", None) or getattr(client, "_nsqd", None)
+    nodes = getattr(client, "_nodes", None)  # a Writer's node set, else a SyncWriter's options
+    checked = getattr(client, "_checked", None)
+    if nodes is not None:
+        addresses: Any = nodes.addresses
+    else:
+        addresses = getattr(checked, "nsqd_tcp_addresses", None)
     if isinstance(addresses, list) and len(addresses) == 1:
         addr = addresses[0]
         if isinstance(addr, tuple):

@@ -360,7 +360,7 @@ class Instrumentation:
         def points() -> Iterator[tuple[dict[str, Any], float]]:
             for role, clients in (("consumer", self._readers), ("producer", self._writers)):
                 for client in list(clients):
-                    counts: dict[str, int] = getattr(client._outages, f"{which}_by")
+                    counts: dict[str, int] = getattr(client._nodes.outages, f"{which}_by")
                     for address, count in list(counts.items()):
                         attrs: dict[str, Any] = {"messaging.system": "nsq", "nsq.client.role": role}
                         attrs.update(server_attributes(address))

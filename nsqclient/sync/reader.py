@@ -71,8 +71,9 @@ class SyncReader(FacadeLifecycle):
     ) -> None:
         self.config = Config.from_options(config, **options)
         # the core Reader is built on the loop thread on first use (start, iteration, run); its
-        # checks run here, at once, in the caller's thread
-        validate_client_options(
+        # checks run here, at once, in the caller's thread, and what they built (IDENTIFY
+        # options, the TLS context) is what the core Reader uses
+        self._checked = validate_client_options(
             self.config,
             nsqd_tcp_addresses=nsqd_tcp_addresses,
             lookupd_http_addresses=lookupd_http_addresses,
@@ -82,8 +83,6 @@ class SyncReader(FacadeLifecycle):
         )
         self.topic = topic
         self.channel = channel
-        self._nsqd = nsqd_tcp_addresses
-        self._lookupd = lookupd_http_addresses
         self._on_giving_up = on_giving_up
         self._local: collections.deque[Message] = collections.deque()
         self._iter_threads: dict[int, threading.Thread] = {}
@@ -117,11 +116,9 @@ class SyncReader(FacadeLifecycle):
         return Reader(
             self.topic,
             self.channel,
-            nsqd_tcp_addresses=self._nsqd,
-            lookupd_http_addresses=self._lookupd,
             on_giving_up=self._on_giving_up,
-            config=self.config,
             sink=sink,
+            _checked=self._checked,
         )
 
     # ------------------------------------------------------------------ lifecycle

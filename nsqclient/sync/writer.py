@@ -62,8 +62,9 @@ class SyncWriter(FacadeLifecycle):
         self.config = Config.from_options(config, **options)
         # the core Writer is built on the loop thread on first use (so creating a SyncWriter
         # starts no thread, e.g. in a pre-fork server's master); its checks run here, at once,
-        # in the caller's thread
-        validate_client_options(
+        # in the caller's thread, and what they built (IDENTIFY options, the TLS context) is
+        # what the core Writer uses
+        self._checked = validate_client_options(
             self.config,
             nsqd_tcp_addresses=nsqd_tcp_addresses,
             lookupd_http_addresses=lookupd_http_addresses,
@@ -75,9 +76,6 @@ class SyncWriter(FacadeLifecycle):
             or max_queued_publishes < 1
         ):
             raise ValueError("max_queued_publishes must be an int >= 1")
-        self._nsqd = nsqd_tcp_addresses
-        self._lookupd = lookupd_http_addresses
-        self._http_fallback = http_fallback_addresses
         self._max_queued = max_queued_publishes
         self._publish_timeout = self.config.sec.publish_timeout
         self._init_lifecycle()
@@ -91,12 +89,7 @@ class SyncWriter(FacadeLifecycle):
     async def _setup(self) -> tuple[Writer, PublishQueue]:
         from ..aio.writer import Writer
 
-        writer = Writer(
-            self._nsqd,
-            lookupd_http_addresses=self._lookupd,
-            http_fallback_addresses=self._http_fallback,
-            config=self.config,
-        )
+        writer = Writer(_checked=self._checked)
         queue = PublishQueue(
             self._max_queued, writer.publish_to, writer.wait_ready, writer.publish_done
         )

@@ -81,3 +81,51 @@ def test_the_facades_build_no_core_object_to_validate(monkeypatch: pytest.Monkey
     assert reader.stats()["state"] == "closed"  # as before: a closed Reader's counters
     with pytest.raises(ConfigError):
         SyncReader("t", "c", nsqd_tcp_addresses=None)
+
+
+def test_a_facade_checks_once_and_its_core_object_reuses_what_was_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from nsqclient.aio import options as options_module
+
+    identified: list[Config] = []
+    contexts: list[Config] = []
+    real_identify = options_module.IdentifyOptions.from_config
+    real_context = options_module.make_ssl_context
+
+    def identify(config: Config) -> Any:
+        identified.append(config)
+        return real_identify(config)
+
+    def context(config: Config) -> Any:
+        contexts.append(config)
+        return real_context(config)
+
+    monkeypatch.setattr(options_module.IdentifyOptions, "from_config", identify)
+    monkeypatch.setattr(options_module, "make_ssl_context", context)
+    reader = SyncReader("t", "c", **GOOD)
+    writer = SyncWriter(**GOOD)
+    try:
+        core_reader, core_writer = reader.aio, writer.aio  # built on the loop thread now
+        assert len(identified) == 2 and len(contexts) == 2  # once per facade, not twice
+        assert core_reader._nodes.options is reader._checked
+        assert core_writer._nodes.options is writer._checked
+        # a SyncReader's messages sit in the thread bridge only: the core has no queue of its own
+        assert core_reader._queue is None and core_reader._sink is not None
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_reader_given_a_sink_has_no_queue_of_its_own() -> None:
+    from nsqclient.aio.delivery import MessageQueue
+
+    sink = MessageQueue()
+    reader = Reader("t", "c", sink=sink, **GOOD)
+    assert reader._queue is None and reader._sink is sink
+    with pytest.raises(ConfigError, match="sink"):
+        reader.messages()
+    with pytest.raises(ConfigError, match="sink"):
+        reader.set_message_handler(lambda m: None)
+    reader.set_message_handler(lambda m: None, direct=True)  # runs on the read path: fine
+    assert reader.stats()["queued"] == 0

@@ -194,7 +194,7 @@ async def test_an_outage_logs_one_warning_then_recovery_at_info(
         nsqd.stop()  # a clean shutdown: nsqd closes the connection itself
         await wait_for(lambda: writer.connections == [], what="the connection to drop")
         await wait_for(
-            lambda: writer._outages._down and writer._outages._down[_addr(nsqd)].failures >= 10,
+            lambda: (down := writer._nodes.outages._down) and down[_addr(nsqd)].failures >= 10,
             what="ten failed reconnects",
         )
         assert writer.stats()["nsqd_down"] == [nsqd.tcp_address]
