@@ -61,7 +61,9 @@ def test_publishes_that_wait_for_a_full_queue_are_counted(
                 thread.start()
             # one outstanding at nsqd, one in the queue, the third waits for room
             wait_for(lambda: telemetry.value("nsq.sync.publish_queue.waits") >= 1, what="a wait")
-            assert telemetry.value("nsq.sync.publish_queue.depth") == 1
+            # the depth can read 0 for an instant (the loop took the queued one, the waiting
+            # thread has not put its own yet), so wait for it to settle at 1
+            wait_for(lambda: telemetry.value("nsq.sync.publish_queue.depth") == 1, what="depth 1")
         for thread in threads:
             thread.join(DEADLINE)
         assert writer.stats()["published"] == 4
