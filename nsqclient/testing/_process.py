@@ -3,6 +3,9 @@
 Owns finding the NSQ binaries, picking free ports, a tiny proxy-free HTTP client, and
 :class:`Daemon`, the start/wait/stop/kill/restart logic shared by nsqd and nsqlookupd. Nothing
 here knows a daemon's flags; the subclasses in ``daemons.py`` do. Standard library only.
+
+(Over 500 lines because :class:`Daemon` is most of it: start, readiness, stop, kill and restart
+with their reaping and port-in-use retries are one state machine, kept in one place.)
 """
 
 from __future__ import annotations
