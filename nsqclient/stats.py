@@ -83,6 +83,8 @@ class ReaderStats(TypedDict):
     """Count: messages in flight on a connection when it dropped (nsqd redelivers them)."""
     response_errors: int
     """Count: FIN/REQ/TOUCH refused by nsqd (E_FIN_FAILED...: the message had timed out there)."""
+    timed_out: int
+    """Count: FIN/REQ refused because nsqd had timed the message out (and requeued it itself)."""
     queued: int
     """Count: delivered and not yet handed to a handler or an iteration, right now."""
     connecting: int

@@ -29,7 +29,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from typing import Any
 
 from ..config import Config
-from ..errors import ClosedError, ConfigError, NSQError, ResponseFailedError, ServerError
+from ..errors import (
+    ClosedError,
+    ConfigError,
+    NSQError,
+    ResponseFailedError,
+    ServerError,
+    TouchFailedError,
+)
 from ..flow import (
     Outcome,
     RdyChange,
@@ -155,6 +162,7 @@ class Reader:
         self.requeued = 0
         self.given_up = 0
         self.response_errors = 0
+        self.timed_out = 0  # FIN/REQ refused: nsqd had timed the message out and requeued it
         if _hook.active is not None:  # observability.instrument(): before the handler
             _hook.active.attach(self)
         if message_handler is not None:
@@ -327,6 +335,8 @@ class Reader:
 
     def _on_response_error(self, conn: Connection, error: ResponseFailedError) -> None:
         self.response_errors += 1
+        if not isinstance(error, TouchFailedError):  # a late TOUCH is followed by its FIN/REQ
+            self.timed_out += 1
         log.warning("%s (the message probably timed out on nsqd; it will be redelivered)", error)
 
     def _on_fatal_error(
@@ -745,6 +755,7 @@ class Reader:
             "in_flight": len(self.tracker),
             "lost_on_disconnect": self.tracker.lost,
             "response_errors": self.response_errors,
+            "timed_out": self.timed_out,
             "queued": self._queued(),
             "connecting": len(self._nodes.connecting),
             "max_in_flight": flow.max_in_flight,

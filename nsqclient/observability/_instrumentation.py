@@ -147,8 +147,9 @@ class Instrumentation:
                 "counter",
                 "nsq.consumer.requeued.messages",
                 "{message}",
-                "Messages this client sent REQ for, by nsq.requeue.reason",
-                self.requeued.points,
+                "Messages requeued, by nsq.requeue.reason: the client's REQs (handler_failure,"
+                " neutral, close) and nsqd's own after a timeout (timeout)",
+                self._requeued_points,
             ),
             (
                 "counter",
@@ -320,6 +321,12 @@ class Instrumentation:
             except RuntimeError:
                 continue
         return None
+
+    def _requeued_points(self) -> Iterator[tuple[dict[str, Any], float]]:
+        yield from self.requeued.points()
+        for attrs, count in self._reader_points("timed_out")():
+            attrs["nsq.requeue.reason"] = "timeout"
+            yield attrs, count
 
     def _reader_points(
         self, key: str, *, receive: bool = False

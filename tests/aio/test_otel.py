@@ -18,6 +18,7 @@ from nsqclient.testing.daemons import NsqdProcess, free_port
 from tests.otel_support import Telemetry, installed_telemetry
 
 from .conftest import DEADLINE, frozen, unique, wait_for
+from .reader_support import channel_stats
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -264,3 +265,29 @@ async def test_give_ups_and_http_fallback_publishes_are_observed(
         await asyncio.wait_for(given_up.wait(), DEADLINE)
         await wait_for(lambda: reader.stats()["in_flight"] == 0, what="all answered")
         assert telemetry.value("nsq.consumer.given_up.messages") == reader.stats()["given_up"] == 1
+
+
+async def test_a_message_nsqd_timed_out_is_counted_as_a_timeout_requeue(
+    nsqd: NsqdProcess, telemetry: Telemetry
+) -> None:
+    topic, channel = unique(), unique()
+    async with Writer([nsqd.tcp_address]) as writer:
+        await writer.pub(topic, b"slow")
+    # msg_timeout 1 s (nsqd's minimum through IDENTIFY): the FIN below comes after it
+    async with Reader(
+        topic, channel, nsqd_tcp_addresses=[nsqd.tcp_address], msg_timeout=1000
+    ) as reader:
+        it = reader.messages()
+        msg = await anext(it)
+        reader.set_max_in_flight(0)  # so nsqd cannot hand the timed-out message straight back
+        await wait_for(lambda: channel_stats(nsqd, topic, channel)["timeout_count"] == 1)
+        await msg.fin()  # E_FIN_FAILED: nsqd requeued it itself
+        await wait_for(lambda: reader.stats()["timed_out"] == 1, what="the refused FIN")
+        assert reader.stats()["response_errors"] == 1
+        requeued = telemetry.value("nsq.consumer.requeued.messages", nsq__requeue__reason="timeout")
+        assert requeued == 1
+        assert telemetry.value("nsq.consumer.requeued.messages") == 1  # no REQ was sent
+        reader.set_max_in_flight(1)
+        again = await anext(it)
+        assert again.id == msg.id and again.attempts == 2
+        await again.fin()

@@ -124,6 +124,7 @@ async def test_reader_and_connection_stats_keys_and_values(
         "in_flight": 0,
         "lost_on_disconnect": 0,
         "response_errors": 0,
+        "timed_out": 0,
         "queued": 0,
         "connecting": 0,
         "max_in_flight": 9,

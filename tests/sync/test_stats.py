@@ -89,6 +89,7 @@ def test_sync_reader_stats_keys_and_values(nsqd: NsqdProcess) -> None:
         "in_flight": 0,
         "lost_on_disconnect": 0,
         "response_errors": 0,
+        "timed_out": 0,
         "queued": 0,
         "connecting": 0,
         "max_in_flight": 4,
