@@ -55,10 +55,12 @@ class _Base:
         # Accept always wins: it selects the response format on pre-1.0 servers.
         extra = {k: v for k, v in (headers or {}).items() if k.lower() != "accept"}
         self._headers = {"User-Agent": default_user_agent(), **extra, "Accept": ACCEPT}
+        # resolved once: the wire and the httpx client share it (a CA file is read once)
+        self._verify = _ssl_context(verify)
 
-    def _client_options(self, verify: Verify) -> dict[str, Any]:
+    def _client_options(self) -> dict[str, Any]:
         # trust_env=False: like go-nsq, never send nsqd traffic through an HTTP(S)_PROXY.
-        return {"verify": _ssl_context(verify), "trust_env": False, "timeout": self.timeout}
+        return {"verify": self._verify, "trust_env": False, "timeout": self.timeout}
 
     def _check_open(self) -> None:
         if self._closed:
@@ -94,13 +96,9 @@ class AsyncTransport(_Base):
         self._owns_client = client is None
         # the wire first: it checks the headers, and may refuse them before httpx opens anything
         self._wire = (
-            AsyncWire(self.base_url, self._headers, _ssl_context(verify))
-            if client is None
-            else None
+            AsyncWire(self.base_url, self._headers, self._verify) if client is None else None
         )
-        self._client = (
-            client if client is not None else httpx.AsyncClient(**self._client_options(verify))
-        )
+        self._client = client if client is not None else httpx.AsyncClient(**self._client_options())
 
     async def _send(self, call: Call[T]) -> T:
         self._check_open()
@@ -170,11 +168,9 @@ class SyncTransport(_Base):
         super().__init__(address, timeout, verify, client is not None, headers)
         self._owns_client = client is None
         self._wire = (
-            SyncWire(self.base_url, self._headers, _ssl_context(verify)) if client is None else None
+            SyncWire(self.base_url, self._headers, self._verify) if client is None else None
         )
-        self._client = (
-            client if client is not None else httpx.Client(**self._client_options(verify))
-        )
+        self._client = client if client is not None else httpx.Client(**self._client_options())
 
     def _send(self, call: Call[T]) -> T:
         self._check_open()
