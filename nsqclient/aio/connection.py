@@ -640,19 +640,23 @@ class Connection(asyncio.Protocol):
     def request_to(self, waiter: ReplyWaiter, data: bytes, timeout: float | None = None) -> None:
         """Like :meth:`request`, completing ``waiter`` (see :class:`ReplyWaiter`) directly."""
         state = self.state
-        if state is not ConnectionState.CONNECTED and state is not ConnectionState.SUBSCRIBED:
+        if state is not _CONNECTED and state is not _SUBSCRIBED:
             raise ConnectionClosedError(f"connection is {state.value}", address=self.address)
         loop = self._loop
         assert loop is not None
+        now = self._batch_now  # request()'s one clock read per write batch
+        if now is None:
+            now = self._batch_now = loop.time()
         if timeout is not None:
-            deadline = loop.time() + timeout
+            deadline = now + timeout
             if deadline < self._next_deadline:
                 self._next_deadline = deadline
         else:
-            deadline = float("inf")
-        if not self._pending:
-            self._waiting_since = loop.time()
-        self._pending.append((waiter, deadline, data))
+            deadline = _INF
+        pending = self._pending
+        if not pending:
+            self._waiting_since = now
+        pending.append((waiter, deadline, data))
         self._write(data)
 
     @property

@@ -53,3 +53,20 @@ def test_peer_side_loads_the_checkouts_accounting_without_nsqclient(tmp_path: Pa
 def test_harness_side_uses_the_installed_module() -> None:
     assert _common.SequenceTracker is accounting.SequenceTracker
     assert _common.latency_summary is accounting.latency_summary
+
+
+def test_a_run_reports_its_kernel_cpu_as_part_of_its_cpu(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    def scenario(_args: object) -> dict[str, object]:
+        # system time: many small writes, each a syscall
+        with open(tmp_path / "f", "wb", buffering=0) as f:
+            for _ in range(50_000):
+                f.write(b"x")
+        return {"duration_s": 0.1, "received": 1}
+
+    argv = ["run", "--scenario", "pub", "--nsqd-tcp", "127.0.0.1:1", "--topic", "t"]
+    assert _common.driver_main(client="c", version="1", scenarios={"pub": scenario}, argv=argv) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["status"] == "ok"
+    assert 0 < result["cpu_sys_s"] <= result["cpu_s"]

@@ -17,7 +17,8 @@ The driver protocol (one JSON object per line on stdout, the last one counts)::
         {"nsqbench": 1, "status": "ok" | "unsupported" | "error", "reason": ...,
          "duration_s": ..., "latency_ms": {"p50":..,"p95":..,"p99":..,"max":..} | null,
          "received": ..., "missing": ..., "duplicates": ..., "publish_errors": ...,
-         "fin_errors": ..., "timed_out": false, "cpu_s": ..., "max_rss_kib": ..., "notes": ...}
+         "fin_errors": ..., "timed_out": false, "cpu_s": ..., "cpu_sys_s": ...,
+         "max_rss_kib": ..., "notes": ...}  (cpu_sys_s: the kernel's part of cpu_s)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import resource
 import sys
 import time
 import traceback
@@ -173,6 +175,7 @@ def driver_main(
         emit({**base, "status": "unsupported", "reason": reason})
         return 0
     cpu0 = cpu_seconds()
+    sys0 = _system_seconds()
     try:
         measured = fn(args)
     except Exception as exc:
@@ -180,6 +183,7 @@ def driver_main(
         emit({**base, "status": "error", "reason": f"{type(exc).__name__}: {exc}"})
         return 0
     cpu = cpu_seconds() - cpu0
+    cpu_sys = _system_seconds() - sys0
     result = {
         **base,
         "status": "ok",
@@ -194,6 +198,7 @@ def driver_main(
         "notes": "",
         **measured,
         "cpu_s": cpu,
+        "cpu_sys_s": cpu_sys,  # of cpu_s, the kernel's part (syscalls: sockets, epoll, futex)
         "max_rss_kib": peak_rss_kib(),
     }
     emit(result)
@@ -285,3 +290,7 @@ def publish_result(
         "notes": notes,
         **more,
     }
+
+
+def _system_seconds() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
