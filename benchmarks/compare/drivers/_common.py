@@ -174,16 +174,16 @@ def driver_main(
         )
         emit({**base, "status": "unsupported", "reason": reason})
         return 0
-    cpu0 = cpu_seconds()
-    sys0 = _system_seconds()
+    before = resource.getrusage(resource.RUSAGE_SELF)  # one snapshot: kernel part <= total
     try:
         measured = fn(args)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         emit({**base, "status": "error", "reason": f"{type(exc).__name__}: {exc}"})
         return 0
-    cpu = cpu_seconds() - cpu0
-    cpu_sys = _system_seconds() - sys0
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_sys = after.ru_stime - before.ru_stime
+    cpu = after.ru_utime - before.ru_utime + cpu_sys
     result = {
         **base,
         "status": "ok",
@@ -290,7 +290,3 @@ def publish_result(
         "notes": notes,
         **more,
     }
-
-
-def _system_seconds() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
