@@ -19,6 +19,7 @@ import sys
 import time
 from array import array
 from collections.abc import Callable, Iterable
+from typing import Any
 
 __all__ = [
     "HEADER",
@@ -30,6 +31,7 @@ __all__ = [
     "parse_body",
     "peak_rss_kib",
     "percentile",
+    "publish_result",
     "python_runtime",
     "steady_mark",
     "steady_rate",
@@ -168,6 +170,31 @@ def latency_summary(latencies_ns: Iterable[int]) -> dict[str, float] | None:
         "p95": percentile(ordered, 95) / 1e6,
         "p99": percentile(ordered, 99) / 1e6,
         "max": ordered[-1] / 1e6,
+    }
+
+
+
+def publish_result(
+    *,
+    duration_s: float,
+    latencies_ns: Iterable[int],
+    acked: int,
+    failed: int,
+    expected: int,
+    in_time: bool,
+    notes: str,
+    **more: Any,
+) -> dict[str, Any]:
+    """The fields of a publishing scenario's result (ours and the compare drivers');
+    unacknowledged messages count as publish errors."""
+    return {
+        "duration_s": duration_s,
+        "latency_ms": latency_summary(latencies_ns),
+        "received": acked,
+        "publish_errors": failed + max(0, expected - acked - failed),
+        "timed_out": not in_time,
+        "notes": notes,
+        **more,
     }
 
 

@@ -21,6 +21,7 @@ from .accounting import (
     SequenceTracker,
     body_factory,
     latency_summary,
+    publish_result,
     steady_mark,
     steady_rate,
 )
@@ -131,14 +132,15 @@ async def measure_pub(p: Params) -> Measurement:
         start = _perf()
         acked, failed, ok = await publish_with(writer, p, latencies=latencies)
         duration = _perf() - start
-    return {
-        "duration_s": duration,
-        "latency_ms": latency_summary(latencies),
-        "publish_errors": failed + (p.messages - acked - failed),
-        "timed_out": not ok,
-        "received": acked,
-        "notes": "ack latency per message",
-    }
+    return publish_result(
+        duration_s=duration,
+        latencies_ns=latencies,
+        acked=acked,
+        failed=failed,
+        expected=p.messages,
+        in_time=ok,
+        notes="ack latency per message",
+    )
 
 
 async def measure_mpub(p: Params) -> Measurement:
@@ -149,15 +151,16 @@ async def measure_mpub(p: Params) -> Measurement:
         start = _perf()
         acked, failed, ok = await mpub_with(writer, p, latencies=latencies)
         duration = _perf() - start
-    return {
-        "duration_s": duration,
-        "latency_ms": latency_summary(latencies),
-        "publish_errors": failed + (p.messages - acked - failed),
-        "timed_out": not ok,
-        "received": acked,
-        "concurrency": p.mpub_concurrency,
-        "notes": f"ack latency per batch; {p.mpub_concurrency} batches outstanding",
-    }
+    return publish_result(
+        duration_s=duration,
+        latencies_ns=latencies,
+        acked=acked,
+        failed=failed,
+        expected=p.messages,
+        in_time=ok,
+        notes=f"ack latency per batch; {p.mpub_concurrency} batches outstanding",
+        concurrency=p.mpub_concurrency,
+    )
 
 
 class _Collector:
@@ -481,12 +484,13 @@ async def measure_http_fallback(p: Params, http_addresses: list[str]) -> Measure
         )
         duration = _perf() - start
         over_http = writer.published_over_http
-    return {
-        "duration_s": duration,
-        "latency_ms": latency_summary(latencies),
-        "publish_errors": failed + (p.messages - acked - failed),
-        "timed_out": not ok,
-        "received": acked,
-        "concurrency": workers,
-        "notes": f"Writer.pub over the HTTP fallback ({over_http} of {acked} by HTTP)",
-    }
+    return publish_result(
+        duration_s=duration,
+        latencies_ns=latencies,
+        acked=acked,
+        failed=failed,
+        expected=p.messages,
+        in_time=ok,
+        notes=f"Writer.pub over the HTTP fallback ({over_http} of {acked} by HTTP)",
+        concurrency=workers,
+    )

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from ..message import Message
 from ..sync import SyncReader, SyncWriter
-from .accounting import SequenceTracker, body_factory, latency_summary
+from .accounting import SequenceTracker, body_factory, latency_summary, publish_result
 from .params import Measurement, Params
 
 __all__ = [
@@ -83,15 +83,16 @@ def measure_sync_pub_threads(p: Params) -> Measurement:
         start = _perf()
         acked, failed = sync_pub_threads(writer, p, latencies=latencies)
         duration = _perf() - start
-    return {
-        "duration_s": duration,
-        "latency_ms": latency_summary(latencies),
-        "publish_errors": failed + (p.messages - acked - failed),
-        "timed_out": acked + failed < p.messages,
-        "received": acked,
-        "concurrency": max(1, min(p.threads, p.messages)),
-        "notes": f"pub() from {max(1, min(p.threads, p.messages))} threads",
-    }
+    return publish_result(
+        duration_s=duration,
+        latencies_ns=latencies,
+        acked=acked,
+        failed=failed,
+        expected=p.messages,
+        in_time=acked + failed >= p.messages,
+        notes=f"pub() from {max(1, min(p.threads, p.messages))} threads",
+        concurrency=max(1, min(p.threads, p.messages)),
+    )
 
 
 def _windowed(p: Params, *, batch: bool) -> tuple[float, array[int], int, int, bool]:
@@ -145,28 +146,30 @@ def _windowed(p: Params, *, batch: bool) -> tuple[float, array[int], int, int, b
 def measure_sync_pub_nowait(p: Params) -> Measurement:
     """One thread, ``pub_nowait()`` with ``p.concurrency`` futures outstanding."""
     duration, latencies, acked, failed, in_time = _windowed(p, batch=False)
-    return {
-        "duration_s": duration,
-        "latency_ms": latency_summary(latencies),
-        "publish_errors": failed + (p.messages - acked - failed),
-        "timed_out": not in_time,
-        "received": acked,
-        "notes": f"pub_nowait() from 1 thread, window {p.concurrency}",
-    }
+    return publish_result(
+        duration_s=duration,
+        latencies_ns=latencies,
+        acked=acked,
+        failed=failed,
+        expected=p.messages,
+        in_time=in_time,
+        notes=f"pub_nowait() from 1 thread, window {p.concurrency}",
+    )
 
 
 def measure_sync_mpub_nowait(p: Params) -> Measurement:
     """One thread, ``mpub_nowait()`` with ``p.mpub_concurrency`` batches outstanding."""
     duration, latencies, acked, failed, in_time = _windowed(p, batch=True)
-    return {
-        "duration_s": duration,
-        "latency_ms": latency_summary(latencies),
-        "publish_errors": failed + (p.messages - acked - failed),
-        "timed_out": not in_time,
-        "received": acked,
-        "concurrency": p.mpub_concurrency,
-        "notes": f"mpub_nowait() from 1 thread, {p.mpub_concurrency} batches outstanding",
-    }
+    return publish_result(
+        duration_s=duration,
+        latencies_ns=latencies,
+        acked=acked,
+        failed=failed,
+        expected=p.messages,
+        in_time=in_time,
+        notes=f"mpub_nowait() from 1 thread, {p.mpub_concurrency} batches outstanding",
+        concurrency=p.mpub_concurrency,
+    )
 
 
 class _ThreadCollector:
@@ -354,12 +357,13 @@ def measure_sync_http_pub(p: Params, http_addresses: list[str]) -> Measurement:
     finally:
         for client in clients:
             client.close()
-    return {
-        "duration_s": duration,
-        "latency_ms": latency_summary(latencies),
-        "publish_errors": failed + (p.messages - acked - failed),
-        "timed_out": acked + failed < p.messages,
-        "received": acked,
-        "concurrency": threads,
-        "notes": f"SyncNsqdHTTPClient.pub() from {threads} threads",
-    }
+    return publish_result(
+        duration_s=duration,
+        latencies_ns=latencies,
+        acked=acked,
+        failed=failed,
+        expected=p.messages,
+        in_time=acked + failed >= p.messages,
+        notes=f"SyncNsqdHTTPClient.pub() from {threads} threads",
+        concurrency=threads,
+    )

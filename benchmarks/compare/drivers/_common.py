@@ -30,7 +30,7 @@ import resource
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         parse_body,
         peak_rss_kib,
         percentile,
+        publish_result,
         python_runtime,
         steady_mark,
         steady_rate,
@@ -267,26 +268,3 @@ async def run_workers(count: int, worker: Callable[[], Any], timeout: float) -> 
         await asyncio.gather(*tasks, return_exceptions=True)
         return False
     return True
-
-
-def publish_result(
-    *,
-    duration_s: float,
-    latencies_ns: Iterable[int],
-    acked: int,
-    failed: int,
-    expected: int,
-    in_time: bool,
-    notes: str,
-    **more: Any,
-) -> dict[str, Any]:
-    """The fields of a pub/mpub result; unacknowledged messages count as publish errors."""
-    return {
-        "duration_s": duration_s,
-        "latency_ms": latency_summary(latencies_ns),
-        "received": acked,
-        "publish_errors": failed + max(0, expected - acked - failed),
-        "timed_out": not in_time,
-        "notes": notes,
-        **more,
-    }
