@@ -194,3 +194,13 @@ def test_bench_runs_against_nsqd(nsqd: Any, old_names: bool) -> None:
     result = cli(*_bench(nsqd.tcp_address, nsqd.http_address, old_names=old_names), timeout=90)
     assert result.returncode == 0, result.stderr
     assert b"tcp-pub" in result.stdout
+
+
+def test_stat_shows_an_unreachable_nsqd_and_debug_adds_its_traceback(nsqd: Any) -> None:
+    dead = _unreachable()
+    args = ["stat", "--count", "1", "--nsqd-http-address", f"{nsqd.http_address},{dead}"]
+    plain, debug = cli(*args), cli(*args, "--debug")
+    assert plain.returncode == debug.returncode == 0, plain.stderr
+    assert dead in plain.stdout.decode() and dead in debug.stdout.decode()  # in the table
+    assert "Traceback" not in plain.stderr.decode()
+    assert "Traceback" in debug.stderr.decode() and dead in debug.stderr.decode()
