@@ -20,20 +20,21 @@ COMPARE_MOVED = (
 )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "nsqclient-benchmark") -> int:
+    """``prog``: the name usage lines show (``nsqclient bench`` when run through nsqclient)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "compare":
-        print(COMPARE_MOVED, file=sys.stderr)
+        print(COMPARE_MOVED.replace("nsqclient-benchmark", prog, 1), file=sys.stderr)
         return 2
     if args and args[0] == "soak":
         from .soak import main as soak_main
 
-        return soak_main(args[1:])
+        return soak_main(args[1:], f"{prog} soak")
     if args and args[0] == "run":
         args = args[1:]
     from .run_cli import main as run_main
 
-    return run_main(args)
+    return run_main(args, prog)
 
 
 if __name__ == "__main__":

@@ -95,18 +95,30 @@ def _int_list(text: str) -> list[int]:
     return [_positive_int(part) for part in _split(text)]
 
 
-def build_parser() -> argparse.ArgumentParser:
+# dest -> (flag, the old flag kept as a hidden alias, what it names)
+_CLUSTER_FLAGS = {
+    "nsqd_tcp": ("--nsqd-tcp-address", "--nsqd-tcp", "nsqd TCP address"),
+    "nsqd_http": ("--nsqd-http-address", "--nsqd-http", "nsqd HTTP address"),
+    "lookupd_http": ("--lookupd-http-address", "--lookupd-http", "nsqlookupd HTTP address"),
+}
+#: without any address: nsqd on localhost, as every other nsqclient command
+DEFAULT_NSQD_TCP = "127.0.0.1:4150"
+DEFAULT_NSQD_HTTP = "127.0.0.1:4151"
+PROG = "nsqclient-benchmark"
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="nsqclient-benchmark",
+        prog=prog,
         description=(
             "Benchmark nsqclient against a running NSQ cluster. (The comparison with other "
-            "clients is not part of the package: see `nsqclient-benchmark compare`.)"
+            f"clients is not part of the package: see `{prog} compare`.)"
         ),
         epilog=(
-            "examples (also as `nsqclient bench ...`):\n"
-            "  nsqclient-benchmark --profile quick --nsqd-tcp 127.0.0.1:4150 "
-            "--nsqd-http 127.0.0.1:4151\n"
-            "  nsqclient-benchmark --scenarios tcp-pub,tcp-mpub --markdown results.md"
+            "examples (also as `nsqclient bench ...` and `nsqclient-benchmark ...`):\n"
+            f"  {prog} --profile quick                # nsqd on 127.0.0.1:4150/4151\n"
+            f"  {prog} --nsqd-tcp-address h:4150 --nsqd-http-address h:4151\n"
+            f"  {prog} --scenarios tcp-pub,tcp-mpub --markdown results.md"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -125,11 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--timeout", type=float, help="seconds per scenario")
     cluster = parser.add_argument_group(
         "cluster (flags, else --cluster-env, else $NSQD_TCP_ADDRESSES etc., else "
-        f"{DEFAULT_CLUSTER_ENV})"
+        f"{DEFAULT_CLUSTER_ENV}, else nsqd on 127.0.0.1; repeat a flag or separate by commas)"
     )
-    cluster.add_argument("--nsqd-tcp", action="append", help="host:port[,host:port...]")
-    cluster.add_argument("--nsqd-http", action="append", help="host:port[,host:port...]")
-    cluster.add_argument("--lookupd-http", action="append", help="host:port[,host:port...]")
+    # the names every nsqclient command uses; the old short ones stay as hidden aliases
+    for kind, (flag, old_flag, what) in _CLUSTER_FLAGS.items():
+        cluster.add_argument(flag, dest=kind, action="append", metavar="HOST:PORT", help=what)
+        cluster.add_argument(old_flag, dest=kind, action="append", help=argparse.SUPPRESS)
     cluster.add_argument(
         "--cluster-env", type=Path, help=f"KEY=VALUE file (default {DEFAULT_CLUSTER_ENV})"
     )
@@ -215,10 +228,13 @@ def settings_from_args(
             parser.error(f"unknown scenario {name!r}; known: {', '.join(known)}")
     chosen = [n for n in chosen if n not in skip]
     nsqd_tcp, nsqd_http, lookupd_http = resolve_addresses(args, environ)
+    if not (nsqd_tcp or nsqd_http or lookupd_http):
+        nsqd_tcp, nsqd_http = [DEFAULT_NSQD_TCP], [DEFAULT_NSQD_HTTP]
     if not nsqd_tcp or not nsqd_http:
         parser.error(
-            "no cluster: give --nsqd-tcp and --nsqd-http (or set NSQD_TCP_ADDRESSES and "
-            "NSQD_HTTP_ADDRESSES, or start test_service/start.sh, which writes cluster.env)"
+            "the benchmark needs both addresses of each nsqd: give --nsqd-tcp-address and "
+            "--nsqd-http-address (or set NSQD_TCP_ADDRESSES and NSQD_HTTP_ADDRESSES), or "
+            "neither for nsqd on 127.0.0.1"
         )
     if args.readers_via_lookupd and not lookupd_http:
         parser.error("--readers-via-lookupd needs lookupd HTTP addresses")
@@ -278,8 +294,8 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.list:
         for name in scenario_names(args.fanout_channels, args.consumer_processes or 2):
@@ -296,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = Progress(enabled=not args.quiet)
     prof = settings.profile
     progress.note(
-        f"nsqclient-benchmark: profile {prof.name} ({prof.messages:,} x {prof.payload_size} B, "
+        f"{prog}: profile {prof.name} ({prof.messages:,} x {prof.payload_size} B, "
         f"concurrency {prof.concurrency}, batch {prof.batch_size}, max_in_flight "
         f"{prof.max_in_flight}) against nsqd {', '.join(settings.nsqd_tcp)}; "
         f"{len(settings.scenarios)} scenarios on {settings.loop}, run {settings.run_id}"
@@ -317,5 +333,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = exit_code(results)
     if code:
         bad = ", ".join(r.scenario for r in results if not r.ok)
-        progress.note(f"nsqclient-benchmark: ERRORS in {bad}; exit status {code}")
+        progress.note(f"{prog}: ERRORS in {bad}; exit status {code}")
     return code

@@ -11,9 +11,9 @@ when its publish returned, and counted when a consumer handled it. The run fails
 if an acknowledged message was never consumed, if anything is left in flight or queued at nsqd
 at the end, or if RSS grew by more than ``--rss-growth-limit`` MiB over the second half.
 
-Without ``--nsqd-tcp``/``--nsqd-http`` the soak starts its own nsqd (real binaries when found,
-else the embedded server; ``--backend``), with ``--msg-timeout`` short so that deliveries cut in
-flight come back quickly.
+Without ``--nsqd-tcp-address``/``--nsqd-http-address`` the soak starts its own nsqd (real
+binaries when found, else the embedded server; ``--backend``), with ``--msg-timeout`` short so
+that deliveries cut in flight come back quickly.
 """
 
 from __future__ import annotations
@@ -411,10 +411,10 @@ async def _channel_left(http: NsqdHTTPClient, topic: str, channel: str) -> tuple
 # --------------------------------------------------------------------------- command line
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "nsqclient-benchmark soak") -> argparse.ArgumentParser:
     defaults = SoakSettings()
     parser = argparse.ArgumentParser(
-        prog="nsqclient-benchmark soak",
+        prog=prog,
         description="Long run through a fault proxy that cuts every connection periodically: "
         "fails on a lost acknowledged message, anything left in flight, or RSS growth.",
     )
@@ -433,8 +433,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="MiB of RSS growth allowed over the second half (default %(default)s)",
     )
     parser.add_argument("--drain-timeout", type=float, default=defaults.drain_timeout)
-    parser.add_argument("--nsqd-tcp", help="host:port (default: start an nsqd)")
-    parser.add_argument("--nsqd-http", help="host:port")
+    # the names of every nsqclient command; the old short ones stay as hidden aliases
+    parser.add_argument(
+        "--nsqd-tcp-address", dest="nsqd_tcp", metavar="HOST:PORT", help="default: start an nsqd"
+    )
+    parser.add_argument("--nsqd-http-address", dest="nsqd_http", metavar="HOST:PORT")
+    parser.add_argument("--nsqd-tcp", dest="nsqd_tcp", help=argparse.SUPPRESS)
+    parser.add_argument("--nsqd-http", dest="nsqd_http", help=argparse.SUPPRESS)
     parser.add_argument("--backend", choices=["auto", "real", "embedded"], default="auto")
     parser.add_argument("--json", type=Path, help="write samples and the verdict here")
     parser.add_argument("--chart", type=Path, help="write a PNG of RSS and rates (needs [plot])")
@@ -442,11 +447,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, prog: str = "nsqclient-benchmark soak") -> int:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     if (args.nsqd_tcp is None) != (args.nsqd_http is None):
-        parser.error("give both --nsqd-tcp and --nsqd-http, or neither")
+        parser.error("give both --nsqd-tcp-address and --nsqd-http-address, or neither")
     if args.chart is not None:
         from .chart import matplotlib_available
 

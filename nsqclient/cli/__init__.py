@@ -8,7 +8,9 @@ command; :mod:`._common` holds the shared flags and exit codes. This is an appli
 point, so unlike the library it installs a log handler (stderr, WARNING; ``--verbose``: INFO).
 
 Exit codes: 0 success; 1 an NSQ or I/O error, said in one line (``--debug`` adds the
-traceback); 2 bad usage; 130 after Ctrl-C and 143 after SIGTERM.
+traceback); 2 bad usage; 130 after Ctrl-C and 143 after SIGTERM. Every command's errors reach
+the user through :func:`._common.report` (:func:`_run` for those a command raises), so
+``--debug`` shows a traceback on every error path.
 """
 
 from __future__ import annotations
@@ -17,8 +19,7 @@ import argparse
 import logging
 import os
 import sys
-import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from . import _common
 
@@ -80,14 +81,8 @@ def _diagnostics(parser: argparse.ArgumentParser, default: object) -> None:
     )
 
 
-def _setup_logging(args: argparse.Namespace) -> None:
-    level = (
-        logging.DEBUG
-        if getattr(args, "debug", False)
-        else logging.INFO
-        if getattr(args, "verbose", False)
-        else logging.WARNING
-    )
+def _setup_logging(debug: bool, verbose: bool) -> None:
+    level = logging.DEBUG if debug else logging.INFO if verbose else logging.WARNING
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("nsqclient")
@@ -95,7 +90,7 @@ def _setup_logging(args: argparse.Namespace) -> None:
     root.setLevel(level)
 
 
-def _run_embedded_nsqd(argv: list[str]) -> int:
+def _run_embedded_nsqd(argv: list[str], debug: bool) -> int:
     import asyncio
 
     from ..testing import __main__ as embedded
@@ -110,61 +105,74 @@ def _run_embedded_nsqd(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         asyncio.run(embedded.serve(args))
-    except (OSError, ValueError) as exc:
-        print(f"nsqclient nsqd: error: {exc}", file=sys.stderr)
+    except ValueError as exc:  # a bad flag value the server found (OSError: main says it)
+        _common.report(debug, _common.error_line("nsqd", exc), exc)
         return _common.EXIT_ERROR
     return _common.EXIT_OK
 
 
-def _passthrough(command: str, argv: list[str]) -> int:
+_DIAGNOSTICS = ("--debug", "--verbose")
+
+
+def _passthrough_split(argv: list[str]) -> tuple[set[str], str, list[str]] | None:
+    """``(diagnostics flags, command, its arguments)`` when ``argv`` runs ``bench`` or ``nsqd``
+    (``--debug``/``--verbose`` may come before the name; ``bench`` also takes them after it)."""
+    i = 0
+    while i < len(argv) and argv[i] in _DIAGNOSTICS:
+        i += 1
+    if i >= len(argv) or argv[i] not in _PASSTHROUGH:
+        return None
+    flags, command, rest = set(argv[:i]), argv[i], argv[i + 1 :]
+    if command == "bench":  # the benchmark has no flags of these names
+        flags.update(a for a in rest if a in _DIAGNOSTICS)
+        rest = [a for a in rest if a not in _DIAGNOSTICS]
+    return flags, command, rest
+
+
+def _passthrough(command: str, argv: list[str], debug: bool) -> int:
     if command == "bench":
         from ..benchmark.__main__ import main as bench_main
 
-        return bench_main(argv)
-    return _run_embedded_nsqd(argv)
-
-
-def _error_line(command: str, exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.filename:
-        text = f"{exc.filename}: {exc.strerror}"
-    else:
-        text = str(exc) or type(exc).__name__
-    return f"nsqclient {command}: error: {text}"
+        return bench_main(argv, prog="nsqclient bench")
+    return _run_embedded_nsqd(argv, debug)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command line; returns the exit code (see the module docstring)."""
-    from ..errors import ConfigError, NSQError
-
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list and args_list[0] in _PASSTHROUGH:
-        try:
-            return _passthrough(args_list[0], args_list[1:])
-        except KeyboardInterrupt:
-            return 130
+    split = _passthrough_split(args_list)
+    if split is not None:
+        flags, command, rest = split
+        debug = "--debug" in flags
+        if flags:
+            _setup_logging(debug, "--verbose" in flags)
+        return _run(command, debug, lambda: _passthrough(command, rest, debug))
     parser = build_parser()
     args = parser.parse_args(args_list)
     if args.command is None:
         parser.print_help(sys.stderr)
         return _common.EXIT_USAGE
-    _setup_logging(args)
-    command: str = args.command
+    _setup_logging(args.debug, args.verbose)
+    return _run(args.command, args.debug, lambda: int(args.run(args)))
+
+
+def _run(command: str, debug: bool, run: Callable[[], int]) -> int:
+    """Run one command: the single place its errors become a line (after the traceback under
+    ``--debug``, see :func:`._common.report`) and an exit code."""
+    from ..errors import ConfigError, NSQError
+
     try:
-        code: int = args.run(args)
+        code = run()
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # the reader of our output left (`| head`): not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return _common.EXIT_OK
     except (_common.UsageError, ConfigError) as exc:
-        if args.debug:
-            traceback.print_exc()
-        sys.stderr.write(f"nsqclient {command}: error: {exc}\n")
+        _common.report(debug, f"nsqclient {command}: error: {exc}", exc)
         return _common.EXIT_USAGE
     except (NSQError, OSError) as exc:
-        if args.debug:
-            traceback.print_exc()
-        sys.stderr.write(_error_line(command, exc) + "\n")
+        _common.report(debug, _common.error_line(command, exc), exc)
         return _common.EXIT_ERROR
     try:
         sys.stdout.flush()

@@ -19,6 +19,8 @@ import argparse
 import asyncio
 import codecs
 import os
+import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,8 +40,11 @@ __all__ = [
     "check_lookupds",
     "config_from_args",
     "delimiter",
+    "error_line",
     "http_addresses",
     "http_verify",
+    "not_found",
+    "report",
     "require_reachable",
     "resolve_addresses",
     "topic_name",
@@ -65,6 +70,40 @@ AUTH_SECRET_ENV = "NSQ_AUTH_SECRET"
 
 class UsageError(Exception):
     """Bad usage found after parsing (exit code 2)."""
+
+
+# -- reporting errors ----------------------------------------------------------------------------
+
+
+def error_line(command: str, exc: BaseException) -> str:
+    """``nsqclient COMMAND: error: ...``, the one line an error is said in."""
+    if isinstance(exc, OSError) and exc.filename:
+        text = f"{exc.filename}: {exc.strerror}"
+    else:
+        text = str(exc) or type(exc).__name__
+    return f"nsqclient {command}: error: {text}"
+
+
+def not_found(what: str, where: Sequence[str]) -> Exception:
+    """The error (exit code 1) for a ``--topic``/``--channel`` that nothing holds: a silent
+    empty answer would read as "exists, and is empty"."""
+    from ..errors import NSQError
+
+    places = ", ".join(where) or "no nsqd (lookupd lists none)"
+    return NSQError(
+        f"{what} does not exist on {places}: check the name (`nsqclient topics` lists them), "
+        "or create it first"
+    )
+
+
+def report(debug: bool, text: str, exc: BaseException | None = None) -> None:
+    """The one place every command says an error: ``exc``'s traceback first under ``--debug``,
+    then ``text`` on stderr. Commands that go on after an error, or say more than the
+    exception does, call it themselves; the rest raise and :func:`nsqclient.cli.main` calls it."""
+    if debug and exc is not None:
+        traceback.print_exception(exc, file=sys.stderr)
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 
 # -- argument types ------------------------------------------------------------------------------

@@ -145,14 +145,22 @@ def list_topics(args: argparse.Namespace) -> int:
 def list_channels(args: argparse.Namespace) -> int:
     nsqds, lookupds = _clients(args)
     names: set[str] = set()
+    found = False  # a topic without channels prints nothing; a missing one is an error
     for lookupd in lookupds:
         with lookupd:
+            found = found or args.topic in lookupd.topics()
             names.update(lookupd.channels(args.topic))
     for nsqd in nsqds:
         with nsqd:
             stats = nsqd.stats(topic=args.topic, include_clients=False, include_mem=False)
         for t in stats["topics"]:
-            names.update(c["channel_name"] for c in t["channels"])
+            if t["topic_name"] == args.topic:
+                found = True
+                names.update(c["channel_name"] for c in t["channels"])
+    if not found:
+        where = [f"nsqd {c.base_url.split('://', 1)[1]}" for c in nsqds]
+        where += [f"lookupd {c.base_url.split('://', 1)[1]}" for c in lookupds]
+        raise _common.not_found(f"topic {args.topic!r}", where)
     _print_names(names, args.json)
     return _common.EXIT_OK
 
@@ -218,7 +226,9 @@ def _act(args: argparse.Namespace, nsqds: list[Any], lookupds: list[Any]) -> int
                 getattr(client, f"{args.action}_{kind}")(*names)
             except HTTPError as exc:
                 failed += 1
-                sys.stderr.write(f"nsqclient {kind} {args.action}: error on {address}: {exc}\n")
+                _common.report(
+                    args.debug, f"nsqclient {kind} {args.action}: error on {address}: {exc}", exc
+                )
                 continue
         print(f"{_DONE[args.action]} {label} on {address}")
     if args.action == "delete":
@@ -228,5 +238,7 @@ def _act(args: argparse.Namespace, nsqds: list[Any], lookupds: list[Any]) -> int
             except HTTPError as exc:
                 if exc.status_code != 404:  # not registered there: nothing to remove
                     failed += 1
-                    sys.stderr.write(f"nsqclient {kind} delete: error on lookupd: {exc}\n")
+                    _common.report(
+                        args.debug, f"nsqclient {kind} delete: error on lookupd: {exc}", exc
+                    )
     return _common.EXIT_ERROR if failed else _common.EXIT_OK

@@ -227,9 +227,11 @@ async def pub(args: argparse.Namespace, stop: Stop) -> int:
     unacked = tally.sent - tally.acked
     note = f" ({skipped[0]} empty skipped)" if skipped[0] else ""
     if tally.error is not None:
-        sys.stderr.write(
+        _common.report(
+            args.debug,
             f"nsqclient pub: error: {_describe(tally.error)}; {tally.acked} messages published "
-            f"and acknowledged, {unacked} sent but not acknowledged{note}\n"
+            f"and acknowledged, {unacked} sent but not acknowledged{note}",
+            tally.error,
         )
         return _common.EXIT_ERROR
     if stop.requested:

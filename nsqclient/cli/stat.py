@@ -210,6 +210,17 @@ async def poll(args: argparse.Namespace, addrs: dict[str, list[str]]) -> dict[st
     return {"time": time.time(), "nsqd": reached, "stats": results, "errors": errors}
 
 
+def _check_found(args: argparse.Namespace, snapshot: dict[str, Any]) -> None:
+    """A ``--topic``/``--channel`` missing at the first poll is an error, not an empty table
+    (later polls show whatever is there: a topic may be deleted while stat watches)."""
+    where = [f"nsqd {a}" for a in snapshot["nsqd"]]
+    if args.topic is not None and not snapshot["topics"]:
+        raise _common.not_found(f"topic {args.topic!r}", where)
+    if args.channel is not None and not any(t["channels"] for t in snapshot["topics"]):
+        of = f" of topic {args.topic!r}" if args.topic is not None else ""
+        raise _common.not_found(f"channel {args.channel!r}{of}", where)
+
+
 async def stat(args: argparse.Namespace, stop: Stop) -> int:
     addrs = _common.resolve_addresses(args, ["nsqd_http", "lookupd_http"], default="nsqd_http")
     interactive = sys.stdout.isatty() and not args.json
@@ -217,6 +228,9 @@ async def stat(args: argparse.Namespace, stop: Stop) -> int:
     polls = 0
     while True:
         raw = await poll(args, addrs)
+        for error in raw["errors"]:  # shown in the output; under --debug with a traceback
+            if args.debug:
+                _common.report(True, _common.error_line("stat", error), error)
         elapsed = raw["time"] - previous["time"] if previous else None
         snapshot = {
             "time": raw["time"],
@@ -226,6 +240,8 @@ async def stat(args: argparse.Namespace, stop: Stop) -> int:
             ),
             "errors": [str(e) for e in raw["errors"]],
         }
+        if previous is None:
+            _check_found(args, snapshot)
         if args.json:
             out = json.dumps(snapshot) + "\n"
         else:

@@ -28,6 +28,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from opentelemetry.trace import Tracer
 
 from .. import __version__
+from ..addresses import format_address
 from . import _hook
 
 __all__ = ["SEMCONV_VERSION", "Instrumentation", "Tally", "guarded", "key_of"]
@@ -40,6 +41,9 @@ _SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 
 #: the bucket boundaries the messaging conventions give for both duration histograms (seconds)
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)
+
+#: the ``nsq.requeue.reason`` values of the client's own REQs ("timeout" is nsqd's, from stats)
+CLIENT_REQUEUE_REASONS = ("handler_failure", "neutral", "close")
 
 T = TypeVar("T")
 _failures = 0
@@ -323,6 +327,13 @@ class Instrumentation:
         return None
 
     def _requeued_points(self) -> Iterator[tuple[dict[str, Any], float]]:
+        # every reason of every Reader from the start, zero until it happens: a rate() alert on
+        # one needs the series before its first event (the callback sums the zero in)
+        for reader in list(self._readers):
+            for reason in CLIENT_REQUEUE_REASONS:
+                attrs = consumer_attributes(reader.topic, reader.channel)
+                attrs["nsq.requeue.reason"] = reason
+                yield attrs, 0.0
         yield from self.requeued.points()
         for attrs, count in self._reader_points("timed_out")():
             attrs["nsq.requeue.reason"] = "timeout"
@@ -367,8 +378,13 @@ class Instrumentation:
         def points() -> Iterator[tuple[dict[str, Any], float]]:
             for role, clients in (("consumer", self._readers), ("producer", self._writers)):
                 for client in list(clients):
-                    counts: dict[str, int] = getattr(client._nodes.outages, f"{which}_by")
-                    for address, count in list(counts.items()):
+                    nodes = client._nodes
+                    counts: dict[str, int] = dict(getattr(nodes.outages, f"{which}_by"))
+                    # every nsqd the client knows (configured, or listed by lookupd), zero until
+                    # its first loss: the series exists before a rate() alert needs it
+                    for addr in nodes.addresses:
+                        counts.setdefault(format_address(*addr), 0)
+                    for address, count in counts.items():
                         attrs: dict[str, Any] = {"messaging.system": "nsq", "nsq.client.role": role}
                         attrs.update(server_attributes(address))
                         yield attrs, float(count)

@@ -169,7 +169,7 @@ def test_scenario_list_respects_fanout_and_processes() -> None:
 @pytest.mark.parametrize(
     "argv",
     [
-        [],  # no cluster anywhere
+        ["--nsqd-tcp-address", "h:1"],  # half a cluster (none at all: nsqd on 127.0.0.1)
         ["--nsqd-tcp", "h:1", "--nsqd-http", "h:2", "--scenarios", "warp-drive"],
         ["--nsqd-tcp", "h:1", "--nsqd-http", "h:2", "--payload-size", "8"],
         ["--messages", "-3"],

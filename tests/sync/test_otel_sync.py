@@ -112,3 +112,26 @@ def test_iterated_messages_and_run_handlers_get_one_process_span_each(
     [failed] = [s for s in spans if s.status.status_code is StatusCode.ERROR]
     assert failed.attributes["error.type"] == "ValueError"  # type: ignore[index]
     assert telemetry.value("messaging.process.duration") == 4
+
+
+def test_sync_clients_export_every_counter_series_from_the_start(
+    nsqd: NsqdProcess, telemetry: Telemetry
+) -> None:
+    topic, channel = unique(), unique()
+    port = int(nsqd.tcp_address.rsplit(":", 1)[1])
+    with (
+        SyncReader(topic, channel, nsqd_tcp_addresses=[nsqd.tcp_address]),
+        SyncWriter([nsqd.tcp_address]),
+    ):
+        reasons = {
+            str(p.attributes["nsq.requeue.reason"]): p.value
+            for p in telemetry.points("nsq.consumer.requeued.messages")
+        }
+        assert reasons == dict.fromkeys(("handler_failure", "neutral", "close", "timeout"), 0)
+        for name in ("nsq.connection.losses", "nsq.connection.reconnects"):
+            series = {
+                (p.attributes["nsq.client.role"], p.attributes["server.port"]): p.value
+                for p in telemetry.points(name)
+            }
+            assert series == {("consumer", port): 0, ("producer", port): 0}, name
+        assert [p.value for p in telemetry.points("nsq.sync.publish_queue.waits")] == [0]
