@@ -410,7 +410,8 @@ class Reader:
         auto_touch: bool = False,
         auto_touch_max: float | None = None,
     ) -> None:
-        """Run ``handler(msg)`` for every message: returning FINs it, raising REQs with backoff.
+        """Run ``handler(msg)`` for every message: returning FINs it (``False``, or another false
+        value but ``None``, REQs it, as in pynsq), raising REQs with backoff.
 
         Queue-backed by default (workers take messages from the queue; ``concurrency`` of them
         for coroutine handlers). ``direct=True`` calls a plain function on the read path itself,

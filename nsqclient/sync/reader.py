@@ -320,8 +320,9 @@ class SyncReader(FacadeLifecycle):
         """Call ``handler(msg)`` on ``threads`` worker threads until stopped, closed or
         interrupted, then close gracefully.
 
-        Returning FINs the message (``False`` REQs it, as in pynsq); raising REQs it with
-        backoff. Blocks the calling thread; Ctrl-C closes gracefully and re-raises.
+        Returning FINs the message (``False``, or another false value but ``None``, REQs it, as
+        in pynsq); raising REQs it with backoff. Blocks the calling thread; Ctrl-C closes
+        gracefully and re-raises.
         In the main thread, SIGTERM (or each of ``stop_signals``; ``()`` turns this off) stops
         the same way and ``run()`` returns; the previous handlers are restored on return.
         ``timeout`` (seconds) stops after that long. ``auto_touch=True`` keeps messages alive
