@@ -239,7 +239,9 @@ class Config:
     # -- consumer --
     max_in_flight: int = 1
     """Messages a Reader may hold unanswered at once, **across all nsqd**: the RDY budget.
-    Higher means more throughput and more messages redelivered if the process dies."""
+    Higher means more throughput and more messages redelivered if the process dies. ``0``
+    starts the Reader paused (subscribed, RDY 0: nothing is delivered, a WARNING says so) until
+    ``set_max_in_flight(n)``."""
     max_attempts: int = 5
     """Deliveries after which a message is given up: FIN'd and handed to ``on_giving_up``
     (``0``: never give up). Lower stops poison messages sooner."""

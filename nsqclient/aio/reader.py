@@ -198,6 +198,13 @@ class Reader:
         if self._runner is not None and not self._direct:
             self._ensure_workers()
         self._touch.arm(self._loop)
+        if self._flow.max_in_flight == 0:
+            log.warning(
+                "reader %s/%s starts paused: max_in_flight=0 subscribes with RDY 0, so nsqd "
+                "delivers nothing until set_max_in_flight(n) with n > 0",
+                self.topic,
+                self.channel,
+            )
         try:
             await self._nodes.start(self.topic, self.channel)
         except Exception:  # refused: misconfiguration, said now rather than retried forever
