@@ -166,7 +166,8 @@ class SyncReader(FacadeLifecycle):
         if not self._claim_close("SyncReader.graceful_close"):
             return
         limit = self.config.sec.close_timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
+        started = time.monotonic()
+        deadline = started + limit
         try:
             self._hand_back_local()
             workers = self._live_workers()
@@ -176,6 +177,19 @@ class SyncReader(FacadeLifecycle):
                 self._portal.call(_call(self._reader.set_max_in_flight, 0), _CONTROL_TIMEOUT)
                 for thread in workers:
                     thread.join(max(0.0, deadline - time.monotonic()))
+                stuck = self._live_workers()
+                if stuck:
+                    log.warning(
+                        "graceful close of %s/%s: %d handler thread(s) still running after "
+                        "%.1fs, abandoned: %s. What they hold is requeued now and their late "
+                        "fin()/req() are ignored; they are daemon threads, so they end with the "
+                        "process (a handler that can hang needs its own timeout)",
+                        self.topic,
+                        self.channel,
+                        len(stuck),
+                        time.monotonic() - started,
+                        ", ".join(t.name for t in stuck),
+                    )
             closer = threading.get_ident()
 
             def holders() -> bool:  # asked on the loop while the close waits
@@ -184,8 +198,9 @@ class SyncReader(FacadeLifecycle):
                 )
 
             remaining = max(0.0, deadline - time.monotonic())
+            waited = time.monotonic() - started
             self._life.exit(
-                lambda: self._reader.graceful_close(remaining, holders=holders),
+                lambda: self._reader.graceful_close(remaining, holders=holders, _waited=waited),
                 remaining + 10 + _GRACE,
             )
         finally:
