@@ -331,9 +331,12 @@ class SyncReader(FacadeLifecycle):
         auto_touch: bool = False,
         auto_touch_max: float | None = None,
         stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS,
-    ) -> None:
+    ) -> bool:
         """Call ``handler(msg)`` on ``threads`` worker threads until stopped, closed or
         interrupted, then close gracefully.
+
+        Returns ``True`` when it was stopped (:meth:`stop`, a stop signal, or the reader closed
+        elsewhere) and ``False`` when ``timeout`` ran out first.
 
         Returning FINs the message (``False``, or another false value but ``None``, REQs it, as
         in pynsq); raising REQs it with backoff. Blocks the calling thread; Ctrl-C closes
@@ -344,7 +347,7 @@ class SyncReader(FacadeLifecycle):
         with TOUCH while a handler runs, for at most ``auto_touch_max`` seconds.
         """
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError("threads must be an int >= 1")
+            raise ConfigError(f"threads must be an int >= 1 (worker threads), got {threads!r}")
         runner = HandlerRunner(handler)
         if runner.is_async:
             raise ConfigError(
@@ -381,9 +384,10 @@ class SyncReader(FacadeLifecycle):
             deadline = None if timeout is None else time.monotonic() + timeout
             while not self._stopping.wait(SLICE):
                 if deadline is not None and time.monotonic() >= deadline:
-                    break
+                    return False
                 if not self._live_workers():
                     break
+            return True
         finally:
             try:
                 self.graceful_close()

@@ -142,8 +142,9 @@ def test_run_refuses_coroutine_handlers_and_bad_thread_counts(nsqd: NsqdProcess)
     with SyncReader(unique(), "c", nsqd_tcp_addresses=[nsqd.tcp_address]) as reader:
         with pytest.raises(ConfigError):
             reader.run(handler)
-        with pytest.raises(ValueError):
-            reader.run(print, threads=0)
+        for threads in (0, -1, "4", 2.0, True):
+            with pytest.raises(ConfigError, match="threads must be an int >= 1"):
+                reader.run(print, threads=threads)  # type: ignore[arg-type]
 
 
 def test_several_threads_iterate_one_reader(nsqd: NsqdProcess) -> None:
@@ -358,3 +359,22 @@ def test_a_close_that_abandons_hung_handlers_says_so_with_the_right_figures(
     assert int(unanswered) + int(undelivered) == stats["requeued"] == stats["received"]
     assert int(unanswered) >= 2  # at least what the two threads hold
     assert float(waited) >= 0.4  # the close_timeout it waited, not 0.0
+
+
+def test_run_says_whether_it_was_stopped_or_timed_out(nsqd: NsqdProcess) -> None:
+    topic = unique()
+    _publish(nsqd, topic, [b"x"])
+    # paused (max_in_flight=0): nothing arrives, nothing stops it, the timeout ends it
+    timed = SyncReader(topic, "c", nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=0)
+    assert timed.run(lambda msg: None, timeout=0.3) is False
+    stopped = SyncReader(topic, "c", nsqd_tcp_addresses=[nsqd.tcp_address])
+    assert stopped.run(lambda msg: stopped.stop(), timeout=DEADLINE) is True
+
+
+def test_message_is_importable_from_every_face() -> None:
+    import nsqclient
+    import nsqclient.aio
+    import nsqclient.sync
+
+    assert nsqclient.Message is nsqclient.sync.Message is nsqclient.aio.Message is Message
+    assert "Message" in nsqclient.__all__ and "Message" in nsqclient.sync.__all__
