@@ -26,7 +26,7 @@ import enum
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..config import Config
 from ..errors import (
@@ -62,6 +62,9 @@ from .options import ClientOptions, validate_client_options
 from .signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
 from .touch import AutoTouch
 from .tracker import MessageTracker
+
+if TYPE_CHECKING:
+    from ..options import ConfigOptions
 
 __all__ = ["Reader", "ReaderState"]
 
@@ -101,7 +104,7 @@ class Reader:
         config: Config | None = None,
         sink: MessageSink | None = None,
         _checked: ClientOptions | None = None,
-        **options: Any,
+        **options: Unpack[ConfigOptions],
     ) -> None:
         # ``_checked``: the options checked already (the blocking facade did, in its thread)
         checked = _checked or validate_client_options(

@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..aio.connection import ConnectionState
 from ..aio.delivery import HandlerRunner
@@ -39,6 +39,7 @@ from .portal import SLICE, LoopThread
 if TYPE_CHECKING:
     from ..aio.reader import Reader
     from ..aio.tracker import MessageTracker
+    from ..options import ConfigOptions
     from ..stats import ReaderStats, SyncReaderStats
 
 __all__ = ["SyncReader"]
@@ -71,7 +72,7 @@ class SyncReader(FacadeLifecycle):
         lookupd_http_addresses: Iterable[object] | str | None = None,
         on_giving_up: Callable[[Message], Any] | None = None,
         config: Config | None = None,
-        **options: Any,
+        **options: Unpack[ConfigOptions],
     ) -> None:
         self.config = Config.from_options(config, **options)
         # the core Reader is built on the loop thread on first use (start, iteration, run); its
