@@ -249,10 +249,9 @@ class FrameDecoder:
                     append(Response(payload))
             elif kind == 1:
                 append(ErrorFrame(data[pos + 8 : frame_end].decode("utf-8", "replace")))
-            elif data[pos + 4 : pos + 6] == b"E_":
+            elif data[pos + 4 : frame_end] == _UNTYPED_BAD_PROTOCOL:
                 # nsqlookupd's TCP port answers nsqd's magic with [size]"E_BAD_PROTOCOL", no type
-                text = data[pos + 4 : frame_end].decode("ascii", "replace")
-                raise UntypedErrorReply(text)
+                raise UntypedErrorReply(_UNTYPED_BAD_PROTOCOL.decode())
             else:
                 raise ProtocolError(f"unknown frame type {kind} (size {size})")
             pos = frame_end
@@ -275,6 +274,9 @@ class FrameDecoder:
             "or max_frame_size to match nsqd's --max-msg-size",
             size=size,
         )
+
+
+_UNTYPED_BAD_PROTOCOL: Final = b"E_BAD_PROTOCOL"
 
 
 class UntypedErrorReply(ProtocolError):
