@@ -31,7 +31,20 @@ def format_address(host: str, port: int) -> str:
 
 
 def parse_address(address: object, default_port: int = 4150) -> Address:
-    """Return ``(host, port)`` for any accepted form; raise ConfigError naming the bad value."""
+    """Return ``(host, port)`` for any accepted form of a TCP address; raise ConfigError naming
+    the bad value. An ``http://`` or ``https://`` URL is refused: a TCP address is not a URL,
+    and one written as a URL is usually an HTTP address given where nsqd's TCP port belongs."""
+    if isinstance(address, str) and address.strip().lower().startswith(("http://", "https://")):
+        scheme = address.strip().partition(":")[0]
+        raise ConfigError(
+            f"address {address!r} is a URL, but nsqd TCP addresses are host:port (for example "
+            f"'127.0.0.1:4150'): drop {scheme + '://'!r}, and check the port is nsqd's TCP "
+            "port (usually 4150), not an HTTP port (nsqd's 4151, nsqlookupd's 4161)"
+        )
+    return _parse(address, default_port)
+
+
+def _parse(address: object, default_port: int) -> Address:
     if isinstance(address, tuple | list):
         if len(address) != 2:
             raise ConfigError(f"address {address!r} must be (host, port)")
@@ -87,7 +100,7 @@ def parse_http_address(address: object, default_port: int = 4161) -> str:
     scheme = "http"
     if isinstance(address, str) and address.strip().startswith("https://"):
         scheme = "https"
-    host, port = parse_address(address, default_port)
+    host, port = _parse(address, default_port)
     return f"{scheme}://{format_address(host, port)}"
 
 

@@ -80,6 +80,24 @@ _SECONDS_LIKELY_BELOW: dict[str, float] = {
     "reconnect_delay": 10,
     "max_reconnect_delay": 10,
     "max_backoff_duration": 1_000,
+    # pynsq's requeue_delay is 90 (seconds) and its cap 900: either, read as ms, is a retry storm
+    "default_requeue_delay": 1_000,
+    "max_requeue_delay": 1_000,
+}
+
+# Other clients' option names (pynsq's, go-nsq's) -> what to write here; checked before the
+# spelling suggestion, which would point a port at the wrong option (requeue_delay is closest
+# to max_requeue_delay by spelling, but means default_requeue_delay).
+_FOREIGN_OPTIONS: dict[str, str] = {
+    "requeue_delay": "pynsq's requeue_delay (seconds) is default_requeue_delay here, in "
+    "milliseconds: write default_requeue_delay={ms}",
+    "max_tries": "pynsq's max_tries is max_attempts here",
+    "lookupd_request_timeout": "pynsq's lookupd_request_timeout (seconds) is "
+    "lookupd_poll_timeout here, in milliseconds: write lookupd_poll_timeout={ms}",
+    "lookupd_connect_timeout": "pynsq's lookupd_connect_timeout (seconds) is covered by "
+    "lookupd_poll_timeout here, in milliseconds: write lookupd_poll_timeout={ms}",
+    "message_handler": "a SyncReader takes its handler in reader.run(handler) (or iterate "
+    "it: for msg in reader); the asyncio Reader takes message_handler=",
 }
 
 # TLS options that mean nothing unless tls_v1 is on: given alone they would connect in plaintext.
@@ -221,7 +239,9 @@ class Config:
     # -- consumer --
     max_in_flight: int = 1
     """Messages a Reader may hold unanswered at once, **across all nsqd**: the RDY budget.
-    Higher means more throughput and more messages redelivered if the process dies."""
+    Higher means more throughput and more messages redelivered if the process dies. ``0``
+    starts the Reader paused (subscribed, RDY 0: nothing is delivered, a WARNING says so) until
+    ``set_max_in_flight(n)``."""
     max_attempts: int = 5
     """Deliveries after which a message is given up: FIN'd and handed to ``on_giving_up``
     (``0``: never give up). Lower stops poison messages sooner."""
@@ -234,9 +254,11 @@ class Config:
     """Time allowed for one lookupd HTTP query."""
     default_requeue_delay: Duration = 90_000
     """REQ delay when a handler fails: this times the message's attempts, capped by
-    ``max_requeue_delay``. Longer gives a failing dependency time to recover."""
+    ``max_requeue_delay``. Longer gives a failing dependency time to recover. Values below 1000
+    are refused as probable seconds (pynsq's unit); pass a ``timedelta`` for less."""
     max_requeue_delay: Duration = 900_000
-    """Cap of the automatic REQ delay (nsqd refuses more than its ``--max-req-timeout``)."""
+    """Cap of the automatic REQ delay (nsqd refuses more than its ``--max-req-timeout``).
+    Values below 1000 are refused as probable seconds; pass a ``timedelta`` for less."""
     backoff_strategy: BackoffStrategy = "exponential"
     """How backoff windows grow: ``"exponential"`` (multiplier * 2^level) or ``"full_jitter"``
     (a random window up to that)."""
@@ -347,7 +369,14 @@ class Config:
             if unknown:
                 name = unknown[0]
                 close = difflib.get_close_matches(name, _FIELD_NAMES, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
+                if name in _FOREIGN_OPTIONS:
+                    value = options[name]
+                    ms = "..."
+                    if isinstance(value, int | float) and not isinstance(value, bool):
+                        ms = f"{value * 1000:g}"
+                    hint = f": {_FOREIGN_OPTIONS[name].format(ms=ms)}"
+                else:
+                    hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise ConfigError(f"unknown option {name!r}{hint}")
         if config is None:
             return cls(**options)

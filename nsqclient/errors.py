@@ -292,7 +292,8 @@ class TLSError(ConnectError):
 
 class WrongPortError(ConnectError):
     """The address answered, but not as nsqd's TCP protocol (for example nsqd's HTTP port,
-    4151, instead of its TCP port, 4150). Retrying cannot help: fix the address."""
+    4151, or nsqlookupd's TCP port, 4160, instead of nsqd's TCP port, 4150). Retrying cannot
+    help: fix the address."""
 
 
 class ConnectionClosedError(TransportError, ConnectionError):

@@ -18,6 +18,8 @@ from nsqclient import Config, ConfigError
         ("lookupd_poll_timeout", 2.5, "lookupd_poll_timeout=2500"),
         ("reconnect_delay", 1, "reconnect_delay=1000"),
         ("max_backoff_duration", 128, "max_backoff_duration=128000"),  # pynsq's seconds
+        ("default_requeue_delay", 90, "default_requeue_delay=90000"),  # pynsq's requeue_delay
+        ("max_requeue_delay", 900, "max_requeue_delay=900000"),
         ("lookupd_poll_interval", 15, "did you mean 15000"),
         ("read_timeout", 60, "did you mean 60000"),
     ],
@@ -86,3 +88,25 @@ def test_durations_cover_every_duration_option_in_both_units() -> None:
         assert getattr(config.sec, name) == config.seconds(name)
     assert config.replace(read_timeout=3_000).sec.read_timeout == 3.0
     assert config == Config(read_timeout=2_000, msg_timeout=1_500)  # the cache is not a field
+
+
+@pytest.mark.parametrize(
+    ("name", "points_to"),
+    [
+        ("requeue_delay", "default_requeue_delay=5000"),  # not max_requeue_delay, the closest
+        ("max_tries", "max_attempts"),
+        ("message_handler", "run(handler)"),
+    ],
+)
+def test_other_clients_option_names_point_at_ours(name: str, points_to: str) -> None:
+    with pytest.raises(ConfigError, match=f"unknown option {name!r}") as info:
+        Config.from_options(**{name: 5})
+    assert points_to in str(info.value)
+    assert "did you mean" not in str(info.value)
+
+
+def test_a_sync_reader_given_message_handler_says_to_use_run() -> None:
+    from nsqclient.sync import SyncReader
+
+    with pytest.raises(ConfigError, match=r"reader.run\(handler\)"):
+        SyncReader("t", "c", nsqd_tcp_addresses=["127.0.0.1:4150"], message_handler=print)

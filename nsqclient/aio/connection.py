@@ -60,6 +60,7 @@ from ..protocol.frames import (
     Event,
     FrameDecoder,
     Response,
+    UntypedErrorReply,
 )
 from ..protocol.handshake import EnableCompression, Handshake, HandshakeDone, Send, StartTLS
 from ..protocol.identify import AuthResponse, IdentifyOptions, IdentifyResponse
@@ -262,6 +263,14 @@ class Connection(asyncio.Protocol):
             return WrongPortError(
                 f"{self.address} answered in HTTP: it is an HTTP port (nsqd's is usually 4151, "
                 "nsqlookupd's 4161), not nsqd's TCP port (usually 4150); fix the address",
+                address=self.address,
+            )
+        if isinstance(exc, UntypedErrorReply):
+            return WrongPortError(
+                f"{self.address} answered {exc.text!r} with no frame type, as nsqlookupd's TCP "
+                "port (usually 4160) does: it is not nsqd. Give nsqd's TCP address (usually "
+                "4150) as nsqd_tcp_addresses, or nsqlookupd's HTTP address (usually 4161) as "
+                "lookupd_http_addresses",
                 address=self.address,
             )
         if isinstance(exc, NSQError) or not isinstance(exc, Exception):

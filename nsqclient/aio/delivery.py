@@ -153,8 +153,9 @@ class HandlerRunner:
     def run_sync(self, msg: Message) -> Awaitable[Any] | None:
         """Run the handler; returns the awaitable if it produced one (caller must ``finish``).
 
-        The one statement of the handler contract: returning FINs (unless the handler answered
-        the message or took it over), ``False`` REQs, raising REQs with backoff.
+        The one statement of the handler contract: returning ``None`` or a true value FINs
+        (unless the handler answered the message or took it over); a false value other than
+        ``None`` (``False``, ``0``, ``""``, as pynsq reads them) REQs; raising REQs with backoff.
         """
         try:
             result = self.handler(msg)
@@ -198,7 +199,7 @@ class HandlerRunner:
     def succeeded(self, msg: Message, result: object) -> None:
         if msg._responded or not msg._auto:
             return
-        if result is False:
+        if result is False or (result is not None and result is not True and _falsy(result)):
             msg.req()
         elif self.auto_fin:
             msg.fin()
@@ -225,6 +226,15 @@ class HandlerRunner:
         )
         if not msg._responded and msg._auto:
             msg.req(backoff=True)
+
+
+def _falsy(result: object) -> bool:
+    """pynsq's reading of a handler's result: false REQs. An object whose truth cannot be
+    told (``bool()`` raises, e.g. a NumPy array) counts as a success, as any other value."""
+    try:
+        return not result
+    except Exception:
+        return False
 
 
 async def run_worker(queue: MessageQueue, runner: HandlerRunner) -> None:

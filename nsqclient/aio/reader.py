@@ -26,7 +26,7 @@ import enum
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..config import Config
 from ..errors import (
@@ -62,6 +62,9 @@ from .options import ClientOptions, validate_client_options
 from .signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
 from .touch import AutoTouch
 from .tracker import MessageTracker
+
+if TYPE_CHECKING:
+    from ..options import ConfigOptions
 
 __all__ = ["Reader", "ReaderState"]
 
@@ -101,7 +104,7 @@ class Reader:
         config: Config | None = None,
         sink: MessageSink | None = None,
         _checked: ClientOptions | None = None,
-        **options: Any,
+        **options: Unpack[ConfigOptions],
     ) -> None:
         # ``_checked``: the options checked already (the blocking facade did, in its thread)
         checked = _checked or validate_client_options(
@@ -198,6 +201,13 @@ class Reader:
         if self._runner is not None and not self._direct:
             self._ensure_workers()
         self._touch.arm(self._loop)
+        if self._flow.max_in_flight == 0:
+            log.warning(
+                "reader %s/%s starts paused: max_in_flight=0 subscribes with RDY 0, so nsqd "
+                "delivers nothing until set_max_in_flight(n) with n > 0",
+                self.topic,
+                self.channel,
+            )
         try:
             await self._nodes.start(self.topic, self.channel)
         except Exception:  # refused: misconfiguration, said now rather than retried forever
@@ -254,9 +264,12 @@ class Reader:
                 forget(conn)  # e.g. the thread bridge's per-connection responder
         if orphans:
             log.info(
-                "%d messages in flight on %s will be redelivered by nsqd after its timeout",
-                len(orphans),
+                "connection to nsqd %s lost with %d messages in flight (their answers can no "
+                "longer be sent): an nsqd still running redelivers them after its msg_timeout; "
+                "one that shut down cleanly saved them to disk for after its restart; one that "
+                "crashed lost them with its memory",
                 conn.address,
+                len(orphans),
             )
         self._apply(self._flow.remove_connection(conn, self._now()))
 
@@ -410,7 +423,8 @@ class Reader:
         auto_touch: bool = False,
         auto_touch_max: float | None = None,
     ) -> None:
-        """Run ``handler(msg)`` for every message: returning FINs it, raising REQs with backoff.
+        """Run ``handler(msg)`` for every message: returning FINs it (``False``, or another false
+        value but ``None``, REQs it, as in pynsq), raising REQs with backoff.
 
         Queue-backed by default (workers take messages from the queue; ``concurrency`` of them
         for coroutine handlers). ``direct=True`` calls a plain function on the read path itself,
@@ -501,6 +515,7 @@ class Reader:
         *,
         requeue_in_hand: bool | None = None,
         holders: Callable[[], bool] | None = None,
+        _waited: float = 0.0,
     ) -> None:
         """Stop receiving and hand back everything unfinished; nothing is left to nsqd's timeout.
 
@@ -517,7 +532,8 @@ class Reader:
         ``asyncio.wait_for`` on 3.11, ``gather``); once nobody can, the rest is requeued at
         once. ``requeue_in_hand=True`` requeues everything handed out at once, ``False`` waits
         for it up to ``timeout`` whoever holds it. ``holders`` replaces the task rule (the
-        blocking facade passes "a thread that took messages is still alive").
+        blocking facade passes "a thread that took messages is still alive"; ``_waited`` is
+        how long it already waited for its threads, so the close's log says the whole wait).
 
         Idempotent and safe from any state. Called from a message handler it starts the close
         and returns at once; the close completes once that handler has returned.
@@ -532,7 +548,7 @@ class Reader:
         if task is None:
             wait = self.config.sec.close_timeout if timeout is None else timeout
             task = self._closing_task = asyncio.get_running_loop().create_task(
-                self._close_gracefully(wait, requeue_in_hand, holders),
+                self._close_gracefully(wait, requeue_in_hand, holders, _waited),
                 name="nsq-reader-close",
             )
         if current is not None and (current in self._workers or current in self._handler_tasks):
@@ -560,24 +576,39 @@ class Reader:
         return any(not t.done() and t not in waiting for t in self._holders)
 
     async def _close_gracefully(
-        self, timeout: float, requeue_in_hand: bool | None, holders: Callable[[], bool] | None
+        self,
+        timeout: float,
+        requeue_in_hand: bool | None,
+        holders: Callable[[], bool] | None,
+        waited: float = 0.0,
     ) -> None:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0.0, timeout)
+        started = loop.time()
+        deadline = started + max(0.0, timeout)
         self._state = ReaderState.CLOSING
         self._apply(self._flow.close())  # RDY 0 everywhere, first
-        self._requeue(self._sink.take_undelivered())
+        undelivered = self._sink.take_undelivered()
+        self._requeue(undelivered)
         self._sink.close()
         await self._nodes.stop_discovery()
+        timed_out = False
         if requeue_in_hand:
             self._requeue_in_flight()
         else:
             can_answer = (
                 _always if requeue_in_hand is False else holders or self._holders_can_answer
             )
-            await self._wait_for_answers(deadline, timeout, can_answer)
+            timed_out = await self._wait_for_answers(deadline, can_answer)
         await self._stop_handlers()
-        self._requeue_in_flight()
+        requeued = self._requeue_in_flight()
+        if timed_out and requeued:
+            log.warning(
+                "graceful close: %d messages still unanswered after %.1fs; requeued them"
+                " (%d more, never handed out, were requeued at once)",
+                requeued,
+                waited + loop.time() - started,
+                len(undelivered),
+            )
         conns = [c for c in self._conns.values() if c.state is ConnectionState.SUBSCRIBED]
         cls_timeout = max(1.0, min(5.0, self.config.sec.read_timeout))
         if conns:
@@ -586,24 +617,19 @@ class Reader:
             self._requeue_in_flight()
         await self._close_connections()
 
-    async def _wait_for_answers(
-        self, deadline: float, timeout: float, can_answer: Callable[[], bool]
-    ) -> None:
+    async def _wait_for_answers(self, deadline: float, can_answer: Callable[[], bool]) -> bool:
         """Wait until every message handed out is answered, the deadline passes, or nobody who
-        holds one can answer any more (asked every ``_HOLDER_POLL``: threads have no callback)."""
+        holds one can answer any more (asked every ``_HOLDER_POLL``: threads have no callback).
+        True when the deadline passed with messages unanswered."""
         loop = asyncio.get_running_loop()
         tracker = self.tracker
         while len(tracker) and can_answer():
             remaining = deadline - loop.time()
             if remaining <= 0:
-                log.warning(
-                    "graceful close: %d messages still unanswered after %.1fs; requeueing",
-                    len(tracker),
-                    timeout,
-                )
-                return
+                return True
             poll = remaining if can_answer is _always else min(remaining, _HOLDER_POLL)
             await tracker.wait_empty(poll)
+        return False
 
     def close(self) -> Awaitable[None]:
         """Close at once: best-effort REQ of everything unanswered, then drop the connections.
@@ -666,17 +692,21 @@ class Reader:
             if not msg._responded:
                 msg.req(0, backoff=False)
 
-    def _requeue_in_flight(self) -> None:
+    def _requeue_in_flight(self) -> int:
         """REQ everything the connections still hold, even messages whose answer was given on
-        another thread but has not reached the loop yet: closing must not strand them."""
+        another thread but has not reached the loop yet: closing must not strand them.
+        Returns how many were requeued."""
         flush = getattr(self._sink, "flush", None)
         if flush is not None:
             flush()  # apply answers already queued by threads first
+        count = 0
         for conn, msg in self.tracker.items():
+            count += 1
             if not msg._responded:
                 msg.req(0, backoff=False)
             else:  # answered elsewhere, not yet applied: the late answer will find nothing
                 conn.message_req(msg, 0, False)
+        return count
 
     async def wait_closed(self) -> None:
         """Return once the Reader is closed (e.g. by :meth:`stop_on_signals` on SIGTERM)."""

@@ -26,7 +26,7 @@ import collections
 import logging
 from collections.abc import Awaitable, Iterable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..addresses import (
     format_address,
@@ -52,6 +52,7 @@ from .resend import complete_waiter as _complete_waiter
 
 if TYPE_CHECKING:
     from ..http import NsqdHTTPClient
+    from ..options import ConfigOptions
     from ..stats import WriterStats
 
 __all__ = ["Writer"]
@@ -77,7 +78,7 @@ class Writer:
         port: int | None = None,
         config: Config | None = None,
         _checked: ClientOptions | None = None,
-        **options: Any,
+        **options: Unpack[ConfigOptions],
     ) -> None:
         # ``_checked``: the options checked already (the blocking facade did, in its thread)
         if _checked is None:

@@ -50,11 +50,23 @@ def error_from_transport(exc: httpx.TransportError, url: str) -> HTTPError:
     elif isinstance(exc, httpx.ConnectError):
         detail += "; is the daemon running and is this its HTTP address?"
         return HTTPConnectError(f"no response ({detail})", url=url, address=address, sent=False)
-    return HTTPConnectError(
-        f"no response ({detail}); the request was sent, so it may or may not have been applied",
-        url=url,
-        address=address,
-    )
+    elif isinstance(exc, httpx.RemoteProtocolError):
+        detail += (
+            "; the server did not answer in HTTP: is this a TCP port? (nsqlookupd's TCP port is "
+            "usually 4160 and its HTTP port 4161; nsqd's are 4150 and 4151)"
+        )
+    return HTTPConnectError(f"no response ({detail}); {_outcome(exc)}", url=url, address=address)
+
+
+def _outcome(exc: httpx.TransportError) -> str:
+    """What a broken exchange means for the request: a query changed nothing either way."""
+    try:
+        method = exc.request.method
+    except RuntimeError:
+        method = ""
+    if method in ("GET", "HEAD"):
+        return f"the request was a {method}, which changes nothing: safe to repeat"
+    return "the request was sent, so it may or may not have been applied"
 
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:

@@ -513,7 +513,7 @@ class _ReaderMixin:
 class _SyncReaderMixin:
     """SyncReader: ``run()``'s handler in a process span (iteration is traced by the core)."""
 
-    def run(self, handler: Any, **options: Any) -> None:
+    def run(self, handler: Any, **options: Any) -> bool:
         try:
             core: Any = self.aio  # type: ignore[attr-defined]
         except Exception:  # closed: run() itself says so
@@ -523,7 +523,7 @@ class _SyncReaderMixin:
         if core is not None:
             core._nsq_handler_mode = True
         try:
-            super().run(handler, **options)  # type: ignore[misc]
+            return bool(super().run(handler, **options))  # type: ignore[misc]
         finally:
             if core is not None:
                 core._nsq_handler_mode = False

@@ -41,6 +41,7 @@ __all__ = [
     "FrameDecoder",
     "Heartbeat",
     "Response",
+    "UntypedErrorReply",
     "encode_error",
     "encode_frame",
     "encode_message",
@@ -248,6 +249,9 @@ class FrameDecoder:
                     append(Response(payload))
             elif kind == 1:
                 append(ErrorFrame(data[pos + 8 : frame_end].decode("utf-8", "replace")))
+            elif data[pos + 4 : frame_end] == _UNTYPED_BAD_PROTOCOL:
+                # nsqlookupd's TCP port answers nsqd's magic with [size]"E_BAD_PROTOCOL", no type
+                raise UntypedErrorReply(_UNTYPED_BAD_PROTOCOL.decode())
             else:
                 raise ProtocolError(f"unknown frame type {kind} (size {size})")
             pos = frame_end
@@ -270,6 +274,18 @@ class FrameDecoder:
             "or max_frame_size to match nsqd's --max-msg-size",
             size=size,
         )
+
+
+_UNTYPED_BAD_PROTOCOL: Final = b"E_BAD_PROTOCOL"
+
+
+class UntypedErrorReply(ProtocolError):
+    """A sized ``E_*`` reply with no frame type: what nsqlookupd's TCP port (usually 4160)
+    answers to nsqd's protocol magic (``E_BAD_PROTOCOL``). ``text`` is the reply."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        super().__init__(f"the server answered {text!r} without a frame type: not nsqd")
 
 
 #: What a frame's size field reads when the server answered in HTTP ("HTTP/1.1 400 ..."): the

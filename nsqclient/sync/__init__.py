@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..message import Message
 from ..stats import ConnectionStats, SyncReaderStats, SyncWriterStats, WriterConnectionStats
 from .portal import get_loop, run_in_loop
 from .reader import SyncReader
@@ -19,6 +20,7 @@ from .writer import SyncWriter
 
 __all__ = [
     "ConnectionStats",
+    "Message",
     "SyncLookupdHTTPClient",
     "SyncNsqdHTTPClient",
     "SyncReader",

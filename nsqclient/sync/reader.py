@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..aio.connection import ConnectionState
 from ..aio.delivery import HandlerRunner
@@ -39,6 +39,7 @@ from .portal import SLICE, LoopThread
 if TYPE_CHECKING:
     from ..aio.reader import Reader
     from ..aio.tracker import MessageTracker
+    from ..options import ConfigOptions
     from ..stats import ReaderStats, SyncReaderStats
 
 __all__ = ["SyncReader"]
@@ -71,7 +72,7 @@ class SyncReader(FacadeLifecycle):
         lookupd_http_addresses: Iterable[object] | str | None = None,
         on_giving_up: Callable[[Message], Any] | None = None,
         config: Config | None = None,
-        **options: Any,
+        **options: Unpack[ConfigOptions],
     ) -> None:
         self.config = Config.from_options(config, **options)
         # the core Reader is built on the loop thread on first use (start, iteration, run); its
@@ -166,7 +167,8 @@ class SyncReader(FacadeLifecycle):
         if not self._claim_close("SyncReader.graceful_close"):
             return
         limit = self.config.sec.close_timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
+        started = time.monotonic()
+        deadline = started + limit
         try:
             self._hand_back_local()
             workers = self._live_workers()
@@ -176,6 +178,19 @@ class SyncReader(FacadeLifecycle):
                 self._portal.call(_call(self._reader.set_max_in_flight, 0), _CONTROL_TIMEOUT)
                 for thread in workers:
                     thread.join(max(0.0, deadline - time.monotonic()))
+                stuck = self._live_workers()
+                if stuck:
+                    log.warning(
+                        "graceful close of %s/%s: %d handler thread(s) still running after "
+                        "%.1fs, abandoned: %s. What they hold is requeued now and their late "
+                        "fin()/req() are ignored; they are daemon threads, so they end with the "
+                        "process (a handler that can hang needs its own timeout)",
+                        self.topic,
+                        self.channel,
+                        len(stuck),
+                        time.monotonic() - started,
+                        ", ".join(t.name for t in stuck),
+                    )
             closer = threading.get_ident()
 
             def holders() -> bool:  # asked on the loop while the close waits
@@ -184,8 +199,9 @@ class SyncReader(FacadeLifecycle):
                 )
 
             remaining = max(0.0, deadline - time.monotonic())
+            waited = time.monotonic() - started
             self._life.exit(
-                lambda: self._reader.graceful_close(remaining, holders=holders),
+                lambda: self._reader.graceful_close(remaining, holders=holders, _waited=waited),
                 remaining + 10 + _GRACE,
             )
         finally:
@@ -316,19 +332,23 @@ class SyncReader(FacadeLifecycle):
         auto_touch: bool = False,
         auto_touch_max: float | None = None,
         stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS,
-    ) -> None:
+    ) -> bool:
         """Call ``handler(msg)`` on ``threads`` worker threads until stopped, closed or
         interrupted, then close gracefully.
 
-        Returning FINs the message (``False`` REQs it, as in pynsq); raising REQs it with
-        backoff. Blocks the calling thread; Ctrl-C closes gracefully and re-raises.
+        Returns ``True`` when it was stopped (:meth:`stop`, a stop signal, or the reader closed
+        elsewhere) and ``False`` when ``timeout`` ran out first.
+
+        Returning FINs the message (``False``, or another false value but ``None``, REQs it, as
+        in pynsq); raising REQs it with backoff. Blocks the calling thread; Ctrl-C closes
+        gracefully and re-raises.
         In the main thread, SIGTERM (or each of ``stop_signals``; ``()`` turns this off) stops
         the same way and ``run()`` returns; the previous handlers are restored on return.
         ``timeout`` (seconds) stops after that long. ``auto_touch=True`` keeps messages alive
         with TOUCH while a handler runs, for at most ``auto_touch_max`` seconds.
         """
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError("threads must be an int >= 1")
+            raise ConfigError(f"threads must be an int >= 1 (worker threads), got {threads!r}")
         runner = HandlerRunner(handler)
         if runner.is_async:
             raise ConfigError(
@@ -365,9 +385,10 @@ class SyncReader(FacadeLifecycle):
             deadline = None if timeout is None else time.monotonic() + timeout
             while not self._stopping.wait(SLICE):
                 if deadline is not None and time.monotonic() >= deadline:
-                    break
+                    return False
                 if not self._live_workers():
                     break
+            return True
         finally:
             try:
                 self.graceful_close()

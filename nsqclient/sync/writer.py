@@ -13,7 +13,7 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 from ..aio.options import validate_client_options
 from ..config import Config
@@ -27,6 +27,7 @@ from .publish import PublishQueue, PublishTicket
 
 if TYPE_CHECKING:
     from ..aio.writer import Writer
+    from ..options import ConfigOptions
     from ..stats import SyncWriterStats, WriterStats
 
 __all__ = ["SyncWriter"]
@@ -57,7 +58,7 @@ class SyncWriter(FacadeLifecycle):
         http_fallback_addresses: Iterable[object] | str | None = None,
         max_queued_publishes: int = 4096,
         config: Config | None = None,
-        **options: Any,
+        **options: Unpack[ConfigOptions],
     ) -> None:
         self.config = Config.from_options(config, **options)
         # the core Writer is built on the loop thread on first use (so creating a SyncWriter

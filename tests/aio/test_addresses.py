@@ -38,6 +38,15 @@ def test_parse_address_refuses_with_a_config_error(bad: object) -> None:
         parse_address(bad)
 
 
+@pytest.mark.parametrize("url", ["http://127.0.0.1:4150", "https://h:4150", " HTTP://h:4151/"])
+def test_a_url_is_refused_as_a_tcp_address(url: str) -> None:
+    """A TCP address written as a URL is usually an HTTP address in the wrong place."""
+    with pytest.raises(ConfigError, match="host:port") as info:
+        parse_addresses([url], 4150)
+    assert "4150" in str(info.value) and "HTTP port" in str(info.value)
+    assert parse_http_address(url.strip().lower()).startswith("http")  # fine as HTTP
+
+
 def test_lists_dedupe_and_keep_order() -> None:
     assert parse_addresses("a:1, b:2,a:1", 4150) == [("a", 1), ("b", 2)]
     assert parse_addresses(("h", 5), 4150) == [("h", 5)]

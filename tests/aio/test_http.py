@@ -363,6 +363,23 @@ async def test_unreachable_nsqd_is_a_connect_error(flavour: str) -> None:
     assert info.value.status_code is None and "/pub" in info.value.url
 
 
+async def test_lookupds_tcp_port_given_as_its_http_address_is_named(
+    flavour: str, nsqlookupd: Any
+) -> None:
+    """nsqlookupd's TCP port answers an HTTP GET with a non-HTTP reply: the error asks whether
+    this is a TCP port and says a GET is safe to repeat (not 'may or may not have been
+    applied')."""
+    lookupd = open_lookupd(flavour, nsqlookupd.tcp_address)
+    try:
+        with pytest.raises(HTTPConnectError) as info:
+            await lookupd.lookup("t")
+    finally:
+        await lookupd.close()
+    text = str(info.value)
+    assert "did not answer in HTTP" in text and "4160" in text and "4161" in text
+    assert "safe to repeat" in text and "may or may not" not in text
+
+
 async def test_silent_server_is_a_timeout(flavour: str) -> None:
     with socket.socket() as listener:  # accepts connections (backlog) but never answers
         listener.bind(("127.0.0.1", 0))

@@ -87,6 +87,9 @@ async def test_async_for_starts_a_reader_that_was_not_started(
 # -- handler styles ---------------------------------------------------------------------------
 
 
+_FALSY: dict[bytes, object] = {b"zero": 0, b"empty": ""}
+
+
 def _sync_handler(log: list[tuple[bytes, int]]) -> Any:
     def handler(msg: Message) -> Any:
         log.append((msg.body, msg.attempts))
@@ -94,7 +97,9 @@ def _sync_handler(log: list[tuple[bytes, int]]) -> Any:
             raise RuntimeError("handler failed")
         if msg.body == b"false":
             return False
-        return None
+        if msg.body in _FALSY:  # pynsq's reading: any false value but None requeues
+            return _FALSY[msg.body]
+        return 1 if msg.body == b"ok2" else None
 
     return handler
 
@@ -107,6 +112,8 @@ def _async_handler(log: list[tuple[bytes, int]]) -> Any:
             raise RuntimeError("handler failed")
         if msg.body == b"false":
             return False
+        if msg.body in _FALSY:
+            return _FALSY[msg.body]
         return "anything but False"
 
     return handler
@@ -129,7 +136,8 @@ async def test_handler_contract(
     caplog: pytest.LogCaptureFixture,
     make_reader: MakeReader,
 ) -> None:
-    """Return -> FIN, False -> REQ, raise -> REQ with backoff, for every handler style."""
+    """Return (None or a true value) -> FIN, False (or 0, "") -> REQ, raise -> REQ with backoff,
+    for every handler style."""
     topic, channel = unique(), unique()
     log: list[tuple[bytes, int]] = []
     handler = _sync_handler(log) if style == "sync" else _async_handler(log)
@@ -145,22 +153,29 @@ async def test_handler_contract(
     caplog.set_level(logging.ERROR, "nsqclient.reader")
     async with asyncio.timeout(DEADLINE):
         await reader.start()
-        await publish(nsqd, topic, [b"ok1", b"raise", b"false", b"ok2"])
+        await publish(nsqd, topic, [b"ok1", b"raise", b"false", b"ok2", b"zero", b"empty"])
         totals = await wait_for(
             lambda: (
                 (t := client_totals([nsqd], topic, channel))["finish_count"] + t["requeue_count"]
-                == 4
+                == 6
                 and t
             ),
-            what="nsqd to see 4 answers",
+            what="nsqd to see 6 answers",
         )
         await reader.graceful_close()
-    assert sorted(log) == [(b"false", 1), (b"ok1", 1), (b"ok2", 1), (b"raise", 1)]
+    assert sorted(log) == [
+        (b"empty", 1),
+        (b"false", 1),
+        (b"ok1", 1),
+        (b"ok2", 1),
+        (b"raise", 1),
+        (b"zero", 1),
+    ]
     stats = reader.stats()
-    assert (stats["finished"], stats["requeued"], stats["received"]) == (2, 2, 4)
-    assert (totals["finish_count"], totals["requeue_count"]) == (2, 2)
+    assert (stats["finished"], stats["requeued"], stats["received"]) == (2, 4, 6)
+    assert (totals["finish_count"], totals["requeue_count"]) == (2, 4)
     chan = channel_stats(nsqd, topic, channel)
-    assert chan["deferred_count"] == 2  # REQ with the computed (default) delay
+    assert chan["deferred_count"] == 4  # REQ with the computed (default) delay
     assert any("handler failed" in (r.exc_text or "") for r in caplog.records)
 
 

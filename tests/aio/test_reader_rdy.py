@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 
 import pytest
 
@@ -160,3 +161,30 @@ async def test_set_max_in_flight_at_run_time_raise_lower_and_pause(
         await reader.graceful_close()
     for nsqd in nsqds:
         assert channel_stats(nsqd, topic, channel)["depth"] == 0
+
+
+async def test_max_in_flight_zero_starts_paused_until_set_max_in_flight(
+    nsqd_factory: NsqdFactory, make_reader: MakeReader, caplog: pytest.LogCaptureFixture
+) -> None:
+    """max_in_flight=0 is a pause from the start: subscribed with RDY 0 (said at WARNING),
+    nothing delivered whatever waits on the channel, until set_max_in_flight(n)."""
+    nsqd = nsqd_factory()
+    topic, channel = unique(), unique()
+    await create_channel(nsqd, topic, channel)
+    await publish(nsqd, topic, [b"waiting"] * 5)
+    reader = make_reader(topic, channel, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=0)
+    got: list[Message] = []
+    reader.set_message_handler(got.append, direct=True)
+    caplog.set_level(logging.WARNING, "nsqclient.reader")
+    async with asyncio.timeout(DEADLINE):
+        await reader.start()
+        await wait_connected(reader, 1)
+        await wait_rdy([nsqd], topic, channel, {nsqd.tcp_address: [0]})
+        chan = channel_stats(nsqd, topic, channel)
+        assert (chan["depth"], chan["in_flight_count"]) == (5, 0)
+        assert reader.stats()["received"] == 0 and not got
+        assert any("starts paused" in r.getMessage() for r in caplog.records)
+        reader.set_max_in_flight(5)
+        await wait_for(lambda: len(got) == 5, what="the backlog after the pause")
+        await reader.graceful_close()
+    assert channel_stats(nsqd, topic, channel)["depth"] == 0

@@ -4,6 +4,7 @@ closed."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -174,3 +175,28 @@ async def test_sigstopped_nsqd_is_declared_dead_and_reconnected(
         await publish(nsqd, topic, [b"thawed"])
         await wait_for(lambda: got == [b"thawed"])
         await reader.graceful_close()
+
+
+async def test_a_connection_lost_with_messages_in_flight_says_what_becomes_of_them(
+    nsqd: NsqdProcess, make_reader: MakeReader, caplog: pytest.LogCaptureFixture
+) -> None:
+    """nsqd SIGKILLed while two messages are unanswered: the INFO line no longer promises
+    that nsqd will redeliver them (a crashed nsqd cannot); it says when each case does."""
+    topic, channel = unique(), unique()
+    held: list[Message] = []
+    reader = make_reader(
+        topic, channel, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=2, **FAST
+    )
+    reader.set_message_handler(lambda m: (m.disable_auto_response(), held.append(m)), direct=True)
+    caplog.set_level(logging.INFO, "nsqclient.reader")
+    async with asyncio.timeout(DEADLINE):
+        await reader.start()
+        await publish(nsqd, topic, [b"a", b"b"])
+        await wait_for(lambda: len(held) == 2, what="two messages held unanswered")
+        (conn,) = reader.connections
+        await asyncio.to_thread(nsqd.kill)
+        await wait_for(lambda: not conn.is_open, what="the crash to be noticed")
+        await reader.close()
+    lines = [r.getMessage() for r in caplog.records if "messages in flight" in r.getMessage()]
+    assert len(lines) == 1 and "lost with 2 messages in flight" in lines[0]
+    assert "will be redelivered" not in lines[0] and "crashed lost them" in lines[0]

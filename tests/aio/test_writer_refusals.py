@@ -143,6 +143,23 @@ async def test_an_http_port_is_named_as_such(nsqd: NsqdProcess) -> None:
     await writer.close()
 
 
+async def test_nsqlookupds_tcp_port_is_named_as_such(nsqlookupd: Any) -> None:
+    """nsqlookupd's TCP port answers nsqd's magic with [size]"E_BAD_PROTOCOL" and no frame type
+    (read as frame type 1163870785 before): a WrongPortError naming it and the ports to use."""
+    from nsqclient.aio import Reader
+
+    writer = Writer([nsqlookupd.tcp_address])
+    with pytest.raises(WrongPortError) as info:
+        await asyncio.wait_for(writer.connect(), DEADLINE)
+    text = str(info.value)
+    assert "nsqlookupd's TCP port" in text and "4150" in text and "4161" in text
+    await writer.close()
+    reader = Reader("t", "c", nsqd_tcp_addresses=[nsqlookupd.tcp_address])
+    with pytest.raises(WrongPortError, match="nsqlookupd's TCP port"):
+        await asyncio.wait_for(reader.start(), DEADLINE)
+    await reader.close()
+
+
 @pytest.mark.parametrize(
     "addresses", [[], "", "  ", ["  "], [None], ",", ["127.0.0.1:4150", ""]], ids=repr
 )

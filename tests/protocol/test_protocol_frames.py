@@ -26,7 +26,7 @@ from nsqclient.protocol import (
     encode_message,
     encode_response,
 )
-from nsqclient.protocol.frames import FRAME_ERROR, FRAME_MESSAGE, FRAME_RESPONSE
+from nsqclient.protocol.frames import FRAME_ERROR, FRAME_MESSAGE, FRAME_RESPONSE, UntypedErrorReply
 
 MSG_ID = b"0a1b2c3d4e5f6071"
 TS = 1_700_000_000_123_456_789
@@ -563,3 +563,12 @@ def test_a_chunk_of_only_ok_replies_yields_the_ok_singleton() -> None:
     events = decoder.feed(_OK_RAW * 2 + _OK_RAW[:4])
     assert len(events) == 2 and decoder.buffered == 4
     assert decoder.feed(_OK_RAW[4:]) == [OK]
+
+
+def test_an_untyped_error_reply_is_named() -> None:
+    """nsqlookupd's TCP port answers nsqd's magic with [size]"E_BAD_PROTOCOL" and no type."""
+    reply = len(b"E_BAD_PROTOCOL").to_bytes(4, "big") + b"E_BAD_PROTOCOL"
+    with pytest.raises(UntypedErrorReply) as info:
+        FrameDecoder().feed(reply)
+    assert info.value.text == "E_BAD_PROTOCOL"
+    assert isinstance(info.value, errors.ProtocolError)

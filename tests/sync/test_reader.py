@@ -142,8 +142,9 @@ def test_run_refuses_coroutine_handlers_and_bad_thread_counts(nsqd: NsqdProcess)
     with SyncReader(unique(), "c", nsqd_tcp_addresses=[nsqd.tcp_address]) as reader:
         with pytest.raises(ConfigError):
             reader.run(handler)
-        with pytest.raises(ValueError):
-            reader.run(print, threads=0)
+        for threads in (0, -1, "4", 2.0, True):
+            with pytest.raises(ConfigError, match="threads must be an int >= 1"):
+                reader.run(print, threads=threads)  # type: ignore[arg-type]
 
 
 def test_several_threads_iterate_one_reader(nsqd: NsqdProcess) -> None:
@@ -307,3 +308,73 @@ def test_stop_lets_running_handlers_finish_and_requeues_the_rest(nsqd: NsqdProce
     )
     assert stats["in_flight_count"] == 0 and stats["timeout_count"] == 0
     assert stats["depth"] == 27  # everything else is back in the queue at once
+
+
+def test_a_close_that_abandons_hung_handlers_says_so_with_the_right_figures(
+    nsqd: NsqdProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two handler threads hang: after close_timeout the close names both threads at WARNING,
+    and its count and duration are what was requeued and how long it waited (it said "3
+    messages still unanswered after 0.0s" when 5 were requeued after 30 s)."""
+    import logging
+    import re
+
+    topic = unique()
+    _publish(nsqd, topic, [b"x"] * 5)
+    release = threading.Event()
+    entered: list[int] = []
+    lock = threading.Lock()
+
+    def handler(msg: Message) -> None:
+        with lock:
+            entered.append(1)
+            if len(entered) == 2:
+                reader.stop()  # both threads now hold a message and will not return
+        release.wait(DEADLINE)
+
+    reader = SyncReader(
+        topic, "c", nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=5, close_timeout=500
+    )
+    caplog.set_level(logging.WARNING)
+    try:
+        reader.run(handler, threads=2, timeout=DEADLINE)
+    finally:
+        release.set()
+    stats = reader.stats()
+    abandoned = [r.getMessage() for r in caplog.records if "abandoned" in r.getMessage()]
+    assert len(abandoned) == 1 and "2 handler thread(s)" in abandoned[0]
+    assert "nsqclient-handler-0" in abandoned[0] and "nsqclient-handler-1" in abandoned[0]
+    closes = [
+        m
+        for r in caplog.records
+        if (
+            m := re.search(
+                r"(\d+) messages still unanswered after ([\d.]+)s; requeued them \((\d+) more",
+                r.getMessage(),
+            )
+        )
+    ]
+    assert len(closes) == 1
+    unanswered, waited, undelivered = closes[0].groups()
+    assert int(unanswered) + int(undelivered) == stats["requeued"] == stats["received"]
+    assert int(unanswered) >= 2  # at least what the two threads hold
+    assert float(waited) >= 0.4  # the close_timeout it waited, not 0.0
+
+
+def test_run_says_whether_it_was_stopped_or_timed_out(nsqd: NsqdProcess) -> None:
+    topic = unique()
+    _publish(nsqd, topic, [b"x"])
+    # paused (max_in_flight=0): nothing arrives, nothing stops it, the timeout ends it
+    timed = SyncReader(topic, "c", nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=0)
+    assert timed.run(lambda msg: None, timeout=0.3) is False
+    stopped = SyncReader(topic, "c", nsqd_tcp_addresses=[nsqd.tcp_address])
+    assert stopped.run(lambda msg: stopped.stop(), timeout=DEADLINE) is True
+
+
+def test_message_is_importable_from_every_face() -> None:
+    import nsqclient
+    import nsqclient.aio
+    import nsqclient.sync
+
+    assert nsqclient.Message is nsqclient.sync.Message is nsqclient.aio.Message is Message
+    assert "Message" in nsqclient.__all__ and "Message" in nsqclient.sync.__all__
