@@ -18,6 +18,7 @@ passed has failed, even if it raised nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,40 @@ def test_every_page_with_examples_is_in_the_reading_order() -> None:
     order = set(reading_order())
     assert all((ROOT / page).is_file() for page in order), "a nav entry names no file"
     assert not sorted({e.page for e in SEQUENCE} - order)
+
+
+# a topic an example consumes (Reader("t", ...), SyncReader, create_reader's subscribe("t", ...)),
+# and every topic an example names when publishing or creating it
+_CONSUMES = re.compile(r'\b(?:Reader|subscribe)\(\s*"([^"#]+)')
+_NAMES = re.compile(
+    r'\.(?:pub|mpub|dpub|pub_nowait|mpub_nowait|dpub_nowait|create_topic|create_channel)'
+    r'\(\s*"([^"#]+)'
+)
+
+
+def _owner(example: Example) -> str:
+    """The first block of a ``continue`` chain: the chain is one example."""
+    while example.kind == "continue" and example.previous is not None:
+        example = example.previous
+    return example.id
+
+
+def test_every_consuming_example_has_a_topic_of_its_own() -> None:
+    """The static half of the rule (the run below is the dynamic one, in one order only): a
+    topic an example reads from is named by no other example, so no order of running them can
+    leave a channel that misses its messages or holds another example's."""
+    users: dict[str, set[str]] = {}
+    consumed: set[str] = set()
+    for example in SEQUENCE:
+        owner = _owner(example)
+        for topic in _CONSUMES.findall(example.source):
+            consumed.add(topic)
+            users.setdefault(topic, set()).add(owner)
+        for topic in _NAMES.findall(example.source):
+            users.setdefault(topic, set()).add(owner)
+    assert len(consumed) >= 15  # the patterns still find the examples' readers
+    shared = {topic: sorted(users[topic]) for topic in sorted(consumed) if len(users[topic]) > 1}
+    assert not shared, f"topics consumed by one example and used by another: {shared}"
 
 
 @pytest.fixture(scope="module")
