@@ -72,7 +72,7 @@ def test_every_page_with_examples_is_in_the_reading_order() -> None:
 # and every topic an example names when publishing or creating it
 _CONSUMES = re.compile(r'\b(?:Reader|subscribe)\(\s*"([^"#]+)')
 _NAMES = re.compile(
-    r'\.(?:pub|mpub|dpub|pub_nowait|mpub_nowait|dpub_nowait|create_topic|create_channel)'
+    r"\.(?:pub|mpub|dpub|pub_nowait|mpub_nowait|dpub_nowait|create_topic|create_channel)"
     r'\(\s*"([^"#]+)'
 )
 
