@@ -5,12 +5,11 @@
   dropped from the signatures, as mkdocs.yml's ``filters`` drop private members.
 * ``**options`` names none of the options the Readers and Writers take, so their docstrings get
   the list: every :class:`nsqclient.Config` field, linked to its row of docs/configuration.md
-  (unit, default, range). The list is built from the dataclass, so it cannot go stale.
+  (unit, default, range). The list is read from the dataclass, so it cannot go stale.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import griffe
@@ -30,10 +29,19 @@ OPTION_TAKERS = (
 CONFIGURATION_PAGE = "../configuration.md"
 
 
-def options_paragraph() -> str:
-    from nsqclient.config import Config  # the installed package, as the reference documents it
-
-    names = [field.name for field in dataclasses.fields(Config)]
+def options_paragraph(pkg: griffe.Module) -> str:
+    # read as griffe reads the rest, nothing imported: the dataclass's fields are its annotated
+    # public class attributes that are not properties (tests/docs/test_reference.py checks the
+    # list against dataclasses.fields)
+    names = [
+        name
+        for name, member in pkg["config.Config"].members.items()
+        if member.is_attribute
+        and member.annotation is not None
+        and not name.startswith("_")
+        and "property" not in member.labels
+        and "ClassVar" not in str(member.annotation)
+    ]
     links = ", ".join(f"[`{name}`]({CONFIGURATION_PAGE}#{name})" for name in names)
     return (
         "**Options** (keyword arguments, or all at once as `config=Config(...)`; units, "
@@ -60,5 +68,5 @@ class PublicSurface(griffe.Extension):
             if obj.docstring is None:
                 raise griffe.GriffeError(f"{path} has no docstring to list its options in")
             if self._paragraph is None:
-                self._paragraph = options_paragraph()
+                self._paragraph = options_paragraph(pkg)
             obj.docstring.value = f"{obj.docstring.value.rstrip()}\n\n{self._paragraph}"
