@@ -6,6 +6,9 @@
   landed ``PENDING`` can be emptied.
 * ``on_page_content``: the docstrings use Sphinx cross-reference roles (``:class:`~x.Y```),
   which Markdown renders literally; show them as plain code (``~`` keeps the last name only).
+  It also fails the build when an API reference page shows a name of the layers (``NOT_PUBLIC``:
+  a private keyword, the blocking facade's publish path, asyncio.Protocol's callbacks, a private
+  base class), which mkdocs.yml's options, the pages' filters and docs/_griffe.py keep out.
 """
 
 from __future__ import annotations
@@ -13,9 +16,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
 PENDING: dict[str, tuple[str, str]] = {}
+
+NOT_PUBLIC = (
+    "_checked",
+    "publish_to",
+    "publish_done",
+    "data_received",
+    "connection_made",
+    "FacadeLifecycle",
+    "Bases: <code>Server",
+)
 
 _ROLE = re.compile(r":(?:class|meth|func|mod|data|attr|exc|obj):(<code>)(~)?([^<]*)(</code>)")
 
@@ -35,5 +49,9 @@ def _plain(match: re.Match[str]) -> str:
     return f"{match.group(1)}{name}{match.group(4)}"
 
 
-def on_page_content(html: str, **kwargs: Any) -> str:
+def on_page_content(html: str, page: Any, **kwargs: Any) -> str:
+    if page.file.src_uri.startswith("reference/"):
+        shown = [name for name in NOT_PUBLIC if name in html]
+        if shown:
+            raise PluginError(f"{page.file.src_uri} shows names that are not public: {shown}")
     return _ROLE.sub(_plain, html)

@@ -8,10 +8,15 @@ Each ```` ```python ```` block of the pages below is one test. Conventions for w
   registered with one nsqlookupd), so a block runs as a reader would run it against
   ``test_service/start.sh``'s cluster. ``host="127.0.0.1", port=4150`` (asyncnsq's
   ``create_writer`` style) is rewritten too.
-* A block must finish by itself (consume what it published, then ``break``), in seconds.
-  Top-level ``await`` is allowed (the block then runs in ``asyncio.run``); ``__name__`` is
-  ``"__main__"``. Every topic is deleted after each block, so blocks do not see each other's
-  messages.
+* A block must finish by itself (consume what it published, then ``break``), in seconds, and
+  every wait in it has a timeout (``asyncio.timeout(10)`` around an ``async for``,
+  ``reader.get(timeout=10)`` rather than ``for msg in reader``). Top-level ``await`` is allowed
+  (the block then runs in ``asyncio.run``); ``__name__`` is ``"__main__"``. Here every topic is
+  deleted after each block, so each block runs as on a fresh nsqd.
+* A block that consumes uses a topic of its own, named by no other block: readers run the
+  examples in any order against one nsqd, where a channel gets only what is published after it
+  exists. ``test_examples_in_sequence.py`` checks that, and runs every block in reading order
+  against one real cluster that is never cleaned.
 * An HTML comment on the line before the fence changes that:
   ``<!-- test: real-nsqd -->`` runs the block against real nsqd 1.3.0 (binaries as for the
   test fixtures) instead; ``<!-- test: continue -->`` runs the block after the previous block of
