@@ -24,9 +24,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from ..addresses import (
     format_address,
@@ -43,7 +43,7 @@ from ..errors import (
 from ..message import _DONE, Message
 from ..observability import _hook
 from ..protocol import commands
-from ..protocol.names import Body
+from ..protocol.names import Body, single_body_batch
 from .connection import Connection, ConnectionState, Pending, ReplyWaiter
 from .nodes import NodeSet
 from .options import ClientOptions, validate_client_options
@@ -281,33 +281,27 @@ class Writer:
                 return
         await self._publish_slow(data, 1, timeout)
 
+    @overload
+    @single_body_batch("mpub takes a list of bodies: wrap a single body in a list")
+    async def mpub(self, topic: str, bodies: Body, *, timeout: float | None = None) -> None: ...
+    @overload
     async def mpub(
-        self,
-        topic: str,
-        messages: Iterable[Body] | Body,
-        *more: Body,
-        timeout: float | None = None,
+        self, topic: str, bodies: Iterable[Body], *, timeout: float | None = None
+    ) -> None: ...
+    async def mpub(
+        self, topic: str, bodies: Iterable[Body] | Body, *, timeout: float | None = None
     ) -> None:
-        """Publish a batch atomically (nsqd stores all or none).
+        """Publish a batch, ``mpub(topic, [a, b])``, atomically (nsqd stores all or none).
 
-        ``mpub(topic, [a, b])`` and asyncnsq's ``mpub(topic, a, b)`` both work. An empty batch,
-        or one over ``max_body_size``, raises before sending; ``timeout`` and the other errors are
-        :meth:`pub`'s.
+        A single body instead of a list (``str``, ``bytes``, ...), an empty batch, or one over
+        ``max_body_size`` raises InvalidInputError before sending; ``timeout`` and the other
+        errors are :meth:`pub`'s.
         """
-        if type(messages) is list and not more:
-            bodies: list[object] = messages  # the common call: no copy
-        elif more:
-            bodies = [messages, *more]
-        elif isinstance(messages, str | bytes | bytearray | memoryview):
-            bodies = [messages]
-        elif isinstance(messages, Iterable) and not isinstance(messages, Mapping):
-            bodies = list(messages)
-        else:  # let the encoder refuse it with a typed error
-            bodies = messages  # type: ignore[assignment]
+        items = commands.batch_bodies(bodies)
         data = commands.mpub(
-            topic, bodies, max_msg_size=self._max_msg_size, max_body_size=self._max_body_size
+            topic, items, max_msg_size=self._max_msg_size, max_body_size=self._max_body_size
         )
-        await self._publish(data, len(bodies), timeout)
+        await self._publish(data, len(items), timeout)
 
     async def dpub(
         self, topic: str, delay_ms: int, body: Body, *, timeout: float | None = None

@@ -13,14 +13,14 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from ..aio.options import validate_client_options
 from ..config import Config
 from ..errors import ClosedError
 from ..observability import _hook
 from ..protocol import commands
-from ..protocol.names import Body
+from ..protocol.names import Body, single_body_batch
 from .lifecycle import FacadeLifecycle
 from .portal import LoopThread
 from .publish import PublishQueue, PublishTicket
@@ -138,9 +138,17 @@ class SyncWriter(FacadeLifecycle):
         core = self._core()
         self._publish(commands.pub(topic, body, max_msg_size=core.max_msg_size), 1, timeout)
 
-    def mpub(self, topic: str, bodies: Iterable[Body], *, timeout: float | None = None) -> None:
-        """Publish a batch atomically (all or none); ``timeout`` and errors as :meth:`pub`."""
-        items = list(bodies)
+    @overload
+    @single_body_batch("mpub takes a list of bodies: wrap a single body in a list")
+    def mpub(self, topic: str, bodies: Body, *, timeout: float | None = None) -> None: ...
+    @overload
+    def mpub(self, topic: str, bodies: Iterable[Body], *, timeout: float | None = None) -> None: ...
+    def mpub(
+        self, topic: str, bodies: Iterable[Body] | Body, *, timeout: float | None = None
+    ) -> None:
+        """Publish a batch, ``mpub(topic, [a, b])``, atomically (all or none); ``timeout`` and
+        errors as :meth:`pub` (a single body instead of a list: InvalidInputError)."""
+        items = commands.batch_bodies(bodies)
         core = self._core()
         data = commands.mpub(
             topic, items, max_msg_size=core.max_msg_size, max_body_size=core.max_body_size
@@ -167,14 +175,24 @@ class SyncWriter(FacadeLifecycle):
         data = commands.pub(topic, body, max_msg_size=self._core().max_msg_size)
         return self._publish_nowait(data, 1, timeout)
 
+    @overload
+    @single_body_batch("mpub_nowait takes a list of bodies: wrap a single body in a list")
+    def mpub_nowait(
+        self, topic: str, bodies: Body, *, timeout: float | None = None
+    ) -> concurrent.futures.Future[None]: ...
+    @overload
     def mpub_nowait(
         self, topic: str, bodies: Iterable[Body], *, timeout: float | None = None
+    ) -> concurrent.futures.Future[None]: ...
+    def mpub_nowait(
+        self, topic: str, bodies: Iterable[Body] | Body, *, timeout: float | None = None
     ) -> concurrent.futures.Future[None]:
         """Like :meth:`pub_nowait` for a batch published atomically (all or none), as :meth:`mpub`.
 
-        Bad input (empty batch, a body over the size limits) raises before anything is queued.
+        Bad input (a single body, an empty batch, a body over the size limits) raises before
+        anything is queued.
         """
-        items = list(bodies)
+        items = commands.batch_bodies(bodies)
         core = self._core()
         data = commands.mpub(
             topic, items, max_msg_size=core.max_msg_size, max_body_size=core.max_body_size
