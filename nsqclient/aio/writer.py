@@ -36,6 +36,7 @@ from ..config import Config
 from ..errors import (
     ClosedError,
     NoConnectionsError,
+    NotSentTimeoutError,
     NSQTimeoutError,
     ResponseFailedError,
     ServerError,
@@ -58,6 +59,7 @@ __all__ = ["Writer"]
 
 _CONNECTED = ConnectionState.CONNECTED
 _encode_pub = commands.pub
+_check_timeout = commands.check_timeout
 
 log = logging.getLogger("nsqclient.writer")
 
@@ -252,12 +254,16 @@ class Writer:
     async def pub(self, topic: str, body: Body, *, timeout: float | None = None) -> None:
         """Publish one message; returns once nsqd acknowledged it, or raises.
 
-        ``timeout`` (seconds, default ``publish_timeout``) covers waiting for a connection and a
-        free slot and for nsqd's acknowledgement. Not published, safe to retry: InvalidInputError
-        (bad topic or body, before anything is sent), NoConnectionsError, ClosedError, an error
-        frame such as PublishFailedError. May or may not have been applied:
-        ConnectionClosedError, NSQTimeoutError. Call on the Writer's loop.
+        ``timeout`` (seconds >= 0, default ``publish_timeout``) covers waiting for a connection
+        and a free slot and for nsqd's acknowledgement. Every error's ``sent`` says whether nsqd
+        may have seen the publish. Not published, safe to retry: InvalidInputError (bad topic,
+        body or timeout, before anything is sent), NoConnectionsError, NotSentTimeoutError,
+        ClosedError, an error frame such as PublishFailedError. May or may not have been
+        applied: ConnectionClosedError, NSQTimeoutError (``sent`` True). Call on the Writer's
+        loop.
         """
+        if timeout is not None:
+            _check_timeout(timeout)
         data = _encode_pub(topic, body, max_msg_size=self._max_msg_size)
         # the hot path, _publish inlined (one coroutine frame less to resume per publish)
         if self._started and not self._closed and self._outstanding < self._max_pending:
@@ -316,6 +322,8 @@ class Writer:
         )
 
     async def _publish(self, data: bytes, count: int, timeout: float | None) -> None:
+        if timeout is not None:
+            _check_timeout(timeout)
         # fast path: connected, a free slot, a healthy connection (one check each, no clock read)
         if self._started and not self._closed and self._outstanding < self._max_pending:
             conn = self._pick()
@@ -375,6 +383,8 @@ class Writer:
         returns the acknowledgement future, or None if it must wait (no connection or no free
         slot: see :meth:`wait_ready`). For callers that keep many publishes in flight from a
         loop callback, where a coroutine per publish would cost more than the publish."""
+        if timeout is not None:
+            _check_timeout(timeout)
         if self._closed or not self._started or self._outstanding >= self._max_pending:
             return None
         limit = self._publish_timeout if timeout is None else timeout
@@ -493,7 +503,8 @@ class Writer:
             if self._closed:
                 raise ClosedError(
                     "the Writer was closed while this publish was in flight over HTTP; it may "
-                    "or may not have been published"
+                    "or may not have been published",
+                    sent=True,
                 ) from None
             raise
         raise NoConnectionsError(
@@ -576,9 +587,10 @@ class Writer:
                     # woken and timed out or cancelled at once: pass the free slot on
                     self._wake_slot()
                 if isinstance(exc, TimeoutError):
-                    raise NSQTimeoutError(
+                    raise NotSentTimeoutError(
                         f"{self._outstanding} publishes outstanding (max_pending_publishes); "
-                        "nsqd did not catch up before the publish timeout"
+                        "nsqd did not catch up before the publish timeout, so this one was never "
+                        "sent (safe to retry)"
                     ) from None
                 raise
             finally:

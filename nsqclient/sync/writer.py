@@ -27,7 +27,7 @@ from .publish import PublishQueue, PublishTicket
 
 if TYPE_CHECKING:
     from ..aio.writer import Writer
-    from ..stats import SyncWriterStats, WriterStats
+    from ..stats import SyncWriterStats
 
 __all__ = ["SyncWriter"]
 
@@ -111,7 +111,11 @@ class SyncWriter(FacadeLifecycle):
     ) -> PublishTicket:
         self._check()
         self._portal.check_not_in_loop("SyncWriter publishing")
-        limit = self._publish_timeout if timeout is None else timeout
+        if timeout is None:
+            limit = self._publish_timeout
+        else:
+            commands.check_timeout(timeout)
+            limit = timeout
         ticket = PublishTicket(data, count, time.monotonic() + limit, future)
         self._queue.put(ticket)
         return ticket
@@ -130,9 +134,11 @@ class SyncWriter(FacadeLifecycle):
     def pub(self, topic: str, body: Body, *, timeout: float | None = None) -> None:
         """Publish one message; returns once nsqd acknowledged it, or raises.
 
-        ``timeout`` (seconds, default ``publish_timeout``) covers waiting for room in the queue
-        and for nsqd's acknowledgement. The errors, and which of them mean "maybe published"
-        (ConnectionClosedError, NSQTimeoutError), are :meth:`nsqclient.aio.Writer.pub`'s.
+        ``timeout`` (seconds >= 0, default ``publish_timeout``) covers waiting for room in the
+        queue and for nsqd's acknowledgement. The errors, and which of them mean "maybe
+        published" (``sent`` True: ConnectionClosedError, NSQTimeoutError), are
+        :meth:`nsqclient.aio.Writer.pub`'s; a publish that timed out in the queue, never sent,
+        raises NotSentTimeoutError.
         Any thread; NSQError if called from the nsqclient loop thread (it would deadlock).
         """
         core = self._core()
@@ -279,13 +285,14 @@ class SyncWriter(FacadeLifecycle):
         publishes waiting to cross to the loop. Any thread. Every key and its unit:
         :class:`nsqclient.stats.SyncWriterStats`."""
         self._check()
-        core = self._portal.call(_stats(self._writer), timeout=5)
-        return {**core, "queued": len(self._queue)}
+        return self._portal.call(_stats(self._writer, self._queue), timeout=5)
 
     def __repr__(self) -> str:
         core = getattr(self, "_writer", None)
         return f"<SyncWriter {'closed' if self._closed else 'open'} {core!r}>"
 
 
-async def _stats(writer: Writer) -> WriterStats:
-    return writer.stats()
+async def _stats(writer: Writer, queue: PublishQueue) -> SyncWriterStats:
+    core = writer.stats()
+    # the Writer counts what it was handed; what failed in the queue before that is counted there
+    return {**core, "failed": core["failed"] + queue.failures, "queued": len(queue)}
