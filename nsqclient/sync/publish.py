@@ -82,6 +82,8 @@ class PublishTicket:
                 else:
                     # withdraw first, then look: a ticket the loop claimed meanwhile was sent
                     self.cancel()
+                    if self.state == _DONE:  # answered just now: that outcome, not a timeout
+                        break
                     if self.state != _CANCELLED:
                         raise NSQTimeoutError(
                             "no acknowledgement from nsqd in time; the message may or may not "
