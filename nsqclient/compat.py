@@ -10,9 +10,11 @@ What stays where it is, because it is a second name on a core object rather than
 - ``Reader.clean_close()`` (= ``graceful_close``) and ``Reader.wait_handler_tasks()``: asyncnsq;
 - ``Message.finish`` / ``Message.requeue`` (= ``fin`` / ``req``) and ``Message.enable_async``
   (= ``disable_auto_response``): pynsq's names;
-- ``Writer.mpub(topic, a, b, ...)``: asyncnsq's variadic bodies, beside ``mpub(topic, [a, b])``;
 - ``NSQHTTPError``, ``NSQHTTPConnectError``, ``NSQHTTPTimeoutError``, ``NSQHTTPProtocolError``
   in ``nsqclient.aio.http._errors``: aliases of the ``HTTP*Error`` classes in the error tree.
+
+asyncnsq's variadic ``mpub(topic, a, b)`` is not kept: ``mpub(topic, [a, b])`` is the one form
+in every face, so a single ``str`` or ``bytes`` can be refused instead of split into messages.
 
 New code should use the core names: ``Reader(...)`` + ``start()``, ``Writer(...)`` +
 ``connect()``, ``fin``/``req``, ``graceful_close``.

@@ -4,6 +4,11 @@ Catch ``NSQError`` to catch everything from this library; catch a branch to hand
 failure. Exceptions that also describe a builtin category inherit from that builtin too, so
 ``except ValueError`` around a bad option or ``except TimeoutError`` around a publish keeps working.
 
+Every error has ``sent``: False when nothing reached nsqd (refused locally, no connection, timed
+out before it was written: retrying cannot duplicate), True when the command was written, so nsqd
+may have seen it (a ServerError: it saw and refused it; a lost connection or a timeout after the
+write: it may or may not have been applied).
+
 ::
 
     NSQError
@@ -33,6 +38,7 @@ failure. Exceptions that also describe a builtin category inherit from that buil
     │   │   └── WrongPortError                 the address answered, but not as nsqd's TCP port
     │   ├── ConnectionClosedError (ConnectionError)
     │   ├── NSQTimeoutError (TimeoutError)     dial, read, write or publish deadline passed
+    │   │   └── NotSentTimeoutError            timed out before it was written: never sent
     │   └── NoConnectionsError                 no healthy nsqd to publish to within the timeout
     ├── HTTPError                              an nsqd/nsqlookupd HTTP call failed; ``status_code``
     │   ├── HTTPConnectError (ConnectError)    no response: unreachable, or the connection broke
@@ -74,6 +80,7 @@ __all__ = [
     "NSQError",
     "NSQTimeoutError",
     "NoConnectionsError",
+    "NotSentTimeoutError",
     "ProtocolError",
     "PublishFailedError",
     "ReqFailedError",
@@ -90,7 +97,14 @@ __all__ = [
 
 
 class NSQError(Exception):
-    """Root of every exception raised by nsqclient."""
+    """Root of every exception raised by nsqclient.
+
+    ``sent`` says whether the command may have reached nsqd: False means it never left this
+    process (a publish: retrying is safe, it cannot duplicate), True that it was written (a
+    publish: stored or not depends on the type; see the outcome table in docs/errors.md).
+    """
+
+    sent: bool = False
 
 
 class ConfigError(NSQError, ValueError):
@@ -129,8 +143,11 @@ class InvalidArgumentError(InvalidInputError, ValueError):
 class ProtocolError(NSQError):
     """nsqd (or something pretending to be nsqd) sent bytes that violate the protocol.
 
-    The connection cannot be trusted after this and is closed.
+    The connection cannot be trusted after this and is closed; a publish that gets it was sent
+    and may or may not have been applied.
     """
+
+    sent = True
 
 
 class FrameTooLargeError(ProtocolError):
@@ -162,6 +179,7 @@ class ServerError(NSQError):
 
     code: str = ""
     fatal: bool = True
+    sent = True  # nsqd saw the command (and refused it: a refused publish is not stored)
 
     def __init__(self, text: str, *, code: str | None = None, address: str | None = None) -> None:
         if code is not None:
@@ -271,16 +289,27 @@ class ServerAuthError(ServerError, AuthError):
 
 
 class TransportError(NSQError):
-    """The connection to one nsqd failed. ``address`` is that nsqd's ``host:port``."""
+    """The connection to one nsqd failed. ``address`` is that nsqd's ``host:port``.
 
-    def __init__(self, message: str, *, address: str | None = None) -> None:
+    ``sent`` (see :class:`NSQError`) is the class's unless given.
+    """
+
+    sent = True
+
+    def __init__(
+        self, message: str, *, address: str | None = None, sent: bool | None = None
+    ) -> None:
         self.address = address
+        if sent is not None:
+            self.sent = sent
         where = f" [nsqd {address}]" if address else ""
         super().__init__(f"{message}{where}")
 
 
 class ConnectError(TransportError, ConnectionError):
     """Could not connect to nsqd, or the handshake (magic, IDENTIFY, upgrades, AUTH) failed."""
+
+    sent = False
 
 
 class TLSError(ConnectError):
@@ -301,7 +330,18 @@ class ConnectionClosedError(TransportError, ConnectionError):
 
 
 class NSQTimeoutError(TransportError, TimeoutError):
-    """A dial, read, write or publish deadline passed."""
+    """A dial, read, write or publish deadline passed.
+
+    For a publish: it was written, and nsqd did not answer in time, so it may or may not have
+    been stored (``sent`` True); :class:`NotSentTimeoutError` when it was never written.
+    """
+
+
+class NotSentTimeoutError(NSQTimeoutError):
+    """A publish timed out before it was written to nsqd (waiting in the SyncWriter's queue or
+    for a free ``max_pending_publishes`` slot): never sent, so retrying is safe (``sent`` False)."""
+
+    sent = False
 
 
 class NoConnectionsError(TransportError):
@@ -310,6 +350,8 @@ class NoConnectionsError(TransportError):
     Check the addresses and that nsqd runs; the Writer keeps reconnecting in the background, so
     retrying the publish later is safe (it was never sent).
     """
+
+    sent = False
 
 
 # What to do about each error code nsqd / nsqlookupd put in {"message": CODE}.
@@ -344,7 +386,11 @@ class HTTPError(NSQError):
 
     ``status_code`` is the HTTP status (None when no response arrived), ``message`` the server's
     error code (``"TOPIC_NOT_FOUND"``) or the transport failure, and ``url`` the request URL.
+    ``sent`` is True: the server answered (it saw the request), except for an
+    :class:`HTTPConnectError` that failed before connecting.
     """
+
+    sent = True
 
     def __init__(
         self, message: str, *, url: str, status_code: int | None = None, detail: str = ""
@@ -389,7 +435,14 @@ class HTTPProtocolError(HTTPError, ProtocolError):
 
 
 class ClosedError(NSQError):
-    """The Reader, Writer or connection was closed; create a new one."""
+    """The Reader, Writer or connection was closed; create a new one.
+
+    ``sent`` is False unless the close interrupted a publish already sent (the message says so).
+    """
+
+    def __init__(self, *args: object, sent: bool = False) -> None:
+        super().__init__(*args)
+        self.sent = sent
 
 
 _BY_CODE: dict[str, type[ServerError]] = {

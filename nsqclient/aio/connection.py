@@ -405,7 +405,8 @@ class Connection(asyncio.Protocol):
                 self.heartbeats_received += 1
                 self._write(_NOP)
             elif isinstance(event, ErrorFrame):
-                self._on_error_frame(event)
+                if self._on_error_frame(event, events):
+                    break  # fatal: the connection is dropped; what follows is not acted on
             elif isinstance(event, Response):
                 self._on_response(event)
         if messages:
@@ -454,7 +455,15 @@ class Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_exception(error)
 
-    def _on_error_frame(self, frame: ErrorFrame) -> None:
+    def _on_error_frame(self, frame: ErrorFrame, events: list[Event]) -> bool:
+        """Fail the command ``frame`` answers; True if it was fatal (the connection is dropped).
+
+        ``events`` is the decoded batch ``frame`` came in: after a fatal error nsqd executes
+        and answers nothing more, so a reply after it in the same batch means the stream is
+        damaged (or forged). Then no pending command can be trusted to be unexecuted: all of
+        them fail as "may or may not have been applied", and none is sent again (a re-send of a
+        publish whose OK was in that batch would store it twice).
+        """
         error = frame.to_exception(self.address)
         if isinstance(error, ResponseFailedError):  # the non-fatal family (errors.NON_FATAL_CODES)
             owner = self.owner
@@ -462,7 +471,17 @@ class Connection(asyncio.Protocol):
                 owner._on_response_error(self, error)
             else:
                 log.warning("%s", error)
-            return
+            return False
+        after = _reply_after(frame, events)
+        if after is not None:
+            damaged = ProtocolError(
+                f"nsqd {self.address} sent {after} after the fatal error {error.text[:80]!r}, "
+                "which nsqd never does: the stream is damaged; the connection is dropped and "
+                "each pending command may or may not have been applied (none is sent again)"
+            )
+            log.error("%s", damaged)
+            self.abort(damaged)  # connection_lost fails every pending command with it as cause
+            return True
         log.debug("nsqd %s: %s", self.address, error)
         pending = self._pending
         waiter = pending.popleft()[0] if pending else None
@@ -482,6 +501,7 @@ class Connection(asyncio.Protocol):
         if unexecuted and not taken:
             pending.extend(unexecuted)
             self._fail_pending(error)
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         """asyncio.Protocol callback: mark the connection closed, fail every pending request and
@@ -942,6 +962,23 @@ class Connection(asyncio.Protocol):
 
     def __repr__(self) -> str:
         return f"<Connection nsqd={self.address} {self.state.value} rdy={self.rdy}>"
+
+
+def _reply_after(frame: ErrorFrame, events: list[Event]) -> str | None:
+    """What follows ``frame`` in ``events`` that nsqd never sends after a fatal error: a
+    response or another error frame (messages and heartbeats come from nsqd's other goroutine
+    and may still follow), described for the log; None if nothing does."""
+    for i in range(len(events) - 1, -1, -1):
+        if events[i] is frame:
+            break
+    else:
+        return None
+    for event in events[i + 1 :]:
+        if isinstance(event, ErrorFrame):
+            return f"another error frame ({event.text[:40]!r})"
+        if isinstance(event, Response):
+            return f"a response ({bytes(event.data[:40])!r})"
+    return None
 
 
 def _tls_hint(exc: BaseException) -> str:

@@ -131,7 +131,13 @@ def complete_waiter(waiter: ReplyWaiter, task: asyncio.Task[bytes]) -> None:
     if waiter.done():
         return
     if task.cancelled():
-        waiter.set_exception(ClosedError("the Writer was closed during an HTTP fallback publish"))
+        waiter.set_exception(
+            ClosedError(
+                "the Writer was closed during an HTTP fallback publish; it may or may not have "
+                "been published",
+                sent=True,
+            )
+        )
         return
     exc = task.exception()
     if exc is not None:

@@ -24,9 +24,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack, overload
 
 from ..addresses import (
     format_address,
@@ -36,6 +36,7 @@ from ..config import Config
 from ..errors import (
     ClosedError,
     NoConnectionsError,
+    NotSentTimeoutError,
     NSQTimeoutError,
     ResponseFailedError,
     ServerError,
@@ -43,7 +44,7 @@ from ..errors import (
 from ..message import _DONE, Message
 from ..observability import _hook
 from ..protocol import commands
-from ..protocol.names import Body
+from ..protocol.names import Body, single_body_batch
 from .connection import Connection, ConnectionState, Pending, ReplyWaiter
 from .nodes import NodeSet
 from .options import ClientOptions, validate_client_options
@@ -59,6 +60,7 @@ __all__ = ["Writer"]
 
 _CONNECTED = ConnectionState.CONNECTED
 _encode_pub = commands.pub
+_check_timeout = commands.check_timeout
 
 log = logging.getLogger("nsqclient.writer")
 
@@ -253,12 +255,16 @@ class Writer:
     async def pub(self, topic: str, body: Body, *, timeout: float | None = None) -> None:
         """Publish one message; returns once nsqd acknowledged it, or raises.
 
-        ``timeout`` (seconds, default ``publish_timeout``) covers waiting for a connection and a
-        free slot and for nsqd's acknowledgement. Not published, safe to retry: InvalidInputError
-        (bad topic or body, before anything is sent), NoConnectionsError, ClosedError, an error
-        frame such as PublishFailedError. May or may not have been applied:
-        ConnectionClosedError, NSQTimeoutError. Call on the Writer's loop.
+        ``timeout`` (seconds >= 0, default ``publish_timeout``) covers waiting for a connection
+        and a free slot and for nsqd's acknowledgement. Every error's ``sent`` says whether nsqd
+        may have seen the publish. Not published, safe to retry: InvalidInputError (bad topic,
+        body or timeout, before anything is sent), NoConnectionsError, NotSentTimeoutError,
+        ClosedError, an error frame such as PublishFailedError. May or may not have been
+        applied: ConnectionClosedError, NSQTimeoutError (``sent`` True). Call on the Writer's
+        loop.
         """
+        if timeout is not None:
+            _check_timeout(timeout)
         data = _encode_pub(topic, body, max_msg_size=self._max_msg_size)
         # the hot path, _publish inlined (one coroutine frame less to resume per publish)
         if self._started and not self._closed and self._outstanding < self._max_pending:
@@ -282,33 +288,27 @@ class Writer:
                 return
         await self._publish_slow(data, 1, timeout)
 
+    @overload
+    @single_body_batch("mpub takes a list of bodies: wrap a single body in a list")
+    async def mpub(self, topic: str, bodies: Body, *, timeout: float | None = None) -> None: ...
+    @overload
     async def mpub(
-        self,
-        topic: str,
-        messages: Iterable[Body] | Body,
-        *more: Body,
-        timeout: float | None = None,
+        self, topic: str, bodies: Iterable[Body], *, timeout: float | None = None
+    ) -> None: ...
+    async def mpub(
+        self, topic: str, bodies: Iterable[Body] | Body, *, timeout: float | None = None
     ) -> None:
-        """Publish a batch atomically (nsqd stores all or none).
+        """Publish a batch, ``mpub(topic, [a, b])``, atomically (nsqd stores all or none).
 
-        ``mpub(topic, [a, b])`` and asyncnsq's ``mpub(topic, a, b)`` both work. An empty batch,
-        or one over ``max_body_size``, raises before sending; ``timeout`` and the other errors are
-        :meth:`pub`'s.
+        A single body instead of a list (``str``, ``bytes``, ...), an empty batch, or one over
+        ``max_body_size`` raises InvalidInputError before sending; ``timeout`` and the other
+        errors are :meth:`pub`'s.
         """
-        if type(messages) is list and not more:
-            bodies: list[object] = messages  # the common call: no copy
-        elif more:
-            bodies = [messages, *more]
-        elif isinstance(messages, str | bytes | bytearray | memoryview):
-            bodies = [messages]
-        elif isinstance(messages, Iterable) and not isinstance(messages, Mapping):
-            bodies = list(messages)
-        else:  # let the encoder refuse it with a typed error
-            bodies = messages  # type: ignore[assignment]
+        items = commands.batch_bodies(bodies)
         data = commands.mpub(
-            topic, bodies, max_msg_size=self._max_msg_size, max_body_size=self._max_body_size
+            topic, items, max_msg_size=self._max_msg_size, max_body_size=self._max_body_size
         )
-        await self._publish(data, len(bodies), timeout)
+        await self._publish(data, len(items), timeout)
 
     async def dpub(
         self, topic: str, delay_ms: int, body: Body, *, timeout: float | None = None
@@ -323,6 +323,8 @@ class Writer:
         )
 
     async def _publish(self, data: bytes, count: int, timeout: float | None) -> None:
+        if timeout is not None:
+            _check_timeout(timeout)
         # fast path: connected, a free slot, a healthy connection (one check each, no clock read)
         if self._started and not self._closed and self._outstanding < self._max_pending:
             conn = self._pick()
@@ -382,6 +384,8 @@ class Writer:
         returns the acknowledgement future, or None if it must wait (no connection or no free
         slot: see :meth:`wait_ready`). For callers that keep many publishes in flight from a
         loop callback, where a coroutine per publish would cost more than the publish."""
+        if timeout is not None:
+            _check_timeout(timeout)
         if self._closed or not self._started or self._outstanding >= self._max_pending:
             return None
         limit = self._publish_timeout if timeout is None else timeout
@@ -500,7 +504,8 @@ class Writer:
             if self._closed:
                 raise ClosedError(
                     "the Writer was closed while this publish was in flight over HTTP; it may "
-                    "or may not have been published"
+                    "or may not have been published",
+                    sent=True,
                 ) from None
             raise
         raise NoConnectionsError(
@@ -583,9 +588,10 @@ class Writer:
                     # woken and timed out or cancelled at once: pass the free slot on
                     self._wake_slot()
                 if isinstance(exc, TimeoutError):
-                    raise NSQTimeoutError(
+                    raise NotSentTimeoutError(
                         f"{self._outstanding} publishes outstanding (max_pending_publishes); "
-                        "nsqd did not catch up before the publish timeout"
+                        "nsqd did not catch up before the publish timeout, so this one was never "
+                        "sent (safe to retry)"
                     ) from None
                 raise
             finally:

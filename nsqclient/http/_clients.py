@@ -8,12 +8,12 @@ send it through the flavour's transport. The sync classes mirror the async ones 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 import httpx
 
 from ..protocol import commands
-from ..protocol.names import Body
+from ..protocol.names import Body, single_body_batch
 from ._core import LookupdCalls, NsqdCalls, info_call, ping_call
 from ._models import LookupResult, Node, Producer
 from ._transport import AsyncTransport, SyncTransport, Verify
@@ -86,17 +86,45 @@ class NsqdHTTPClient(AsyncTransport):
         """
         return await self._send(self._calls.stats(topic, channel, include_clients, include_mem))
 
-    async def pub(self, topic: str, body: Body, *, defer_ms: int | None = None) -> None:
-        """Publish one message; with ``defer_ms`` nsqd holds it that long before delivery."""
-        return await self._send(self._calls.pub(topic, body, defer_ms))
+    async def pub(
+        self, topic: str, body: Body, *, defer_ms: int | None = None, timeout: float | None = None
+    ) -> None:
+        """Publish one message; with ``defer_ms`` nsqd holds it that long before delivery.
 
-    async def mpub(self, topic: str, bodies: Iterable[Body], *, binary: bool = True) -> None:
-        """Publish several messages in one request (all or none).
+        ``timeout`` (seconds) replaces the client's for this request."""
+        commands.check_timeout(timeout)
+        return await self._send(self._calls.pub(topic, body, defer_ms), timeout)
+
+    @overload
+    @single_body_batch("mpub takes a list of bodies: wrap a single body in a list")
+    async def mpub(
+        self, topic: str, bodies: Body, *, binary: bool = True, timeout: float | None = None
+    ) -> None: ...
+    @overload
+    async def mpub(
+        self,
+        topic: str,
+        bodies: Iterable[Body],
+        *,
+        binary: bool = True,
+        timeout: float | None = None,
+    ) -> None: ...
+    async def mpub(
+        self,
+        topic: str,
+        bodies: Iterable[Body] | Body,
+        *,
+        binary: bool = True,
+        timeout: float | None = None,
+    ) -> None:
+        """Publish several messages, ``mpub(topic, [a, b])``, in one request (all or none).
 
         Binary framing carries any bytes; text mode (``binary=False``) joins bodies with
-        newlines, so a body containing ``b"\\n"`` is refused.
+        newlines, so a body containing ``b"\\n"`` is refused. A single body instead of a list
+        raises InvalidInputError before sending. ``timeout`` as in :meth:`pub`.
         """
-        return await self._send(self._calls.mpub(topic, bodies, binary))
+        commands.check_timeout(timeout)
+        return await self._send(self._calls.mpub(topic, bodies, binary), timeout)
 
     async def publish_command(self, data: bytes) -> None:
         """Send an already encoded PUB, DPUB or MPUB (``nsqclient.protocol.commands``) over
@@ -201,17 +229,45 @@ class SyncNsqdHTTPClient(SyncTransport):
         """
         return self._send(self._calls.stats(topic, channel, include_clients, include_mem))
 
-    def pub(self, topic: str, body: Body, *, defer_ms: int | None = None) -> None:
-        """Publish one message; with ``defer_ms`` nsqd holds it that long before delivery."""
-        return self._send(self._calls.pub(topic, body, defer_ms))
+    def pub(
+        self, topic: str, body: Body, *, defer_ms: int | None = None, timeout: float | None = None
+    ) -> None:
+        """Publish one message; with ``defer_ms`` nsqd holds it that long before delivery.
 
-    def mpub(self, topic: str, bodies: Iterable[Body], *, binary: bool = True) -> None:
-        """Publish several messages in one request (all or none).
+        ``timeout`` (seconds) replaces the client's for this request."""
+        commands.check_timeout(timeout)
+        return self._send(self._calls.pub(topic, body, defer_ms), timeout)
+
+    @overload
+    @single_body_batch("mpub takes a list of bodies: wrap a single body in a list")
+    def mpub(
+        self, topic: str, bodies: Body, *, binary: bool = True, timeout: float | None = None
+    ) -> None: ...
+    @overload
+    def mpub(
+        self,
+        topic: str,
+        bodies: Iterable[Body],
+        *,
+        binary: bool = True,
+        timeout: float | None = None,
+    ) -> None: ...
+    def mpub(
+        self,
+        topic: str,
+        bodies: Iterable[Body] | Body,
+        *,
+        binary: bool = True,
+        timeout: float | None = None,
+    ) -> None:
+        """Publish several messages, ``mpub(topic, [a, b])``, in one request (all or none).
 
         Binary framing carries any bytes; text mode (``binary=False``) joins bodies with
-        newlines, so a body containing ``b"\\n"`` is refused.
+        newlines, so a body containing ``b"\\n"`` is refused. A single body instead of a list
+        raises InvalidInputError before sending. ``timeout`` as in :meth:`pub`.
         """
-        return self._send(self._calls.mpub(topic, bodies, binary))
+        commands.check_timeout(timeout)
+        return self._send(self._calls.mpub(topic, bodies, binary), timeout)
 
     def publish_command(self, data: bytes) -> None:
         """Send an already encoded PUB, DPUB or MPUB (``nsqclient.protocol.commands``) over

@@ -277,6 +277,7 @@ class NsqdCalls:
 
     def mpub(self, topic: str, bodies: Iterable[object], binary: bool) -> Call[None]:
         """Binary: ``[u32 count]([u32 size][bytes])*``; text: bodies joined by newlines."""
+        bodies = commands.batch_bodies(bodies)  # a single body is refused, in either mode
         if binary:
             # The TCP MPUB frame holds exactly the HTTP body after its header and size field;
             # building it reuses every MPUB check (names, bodies, count, --max-body-size).
@@ -291,8 +292,6 @@ class NsqdCalls:
         return Call("POST", "/mpub", _ignore, text_params, self._text(bodies), wire=True)
 
     def _text(self, bodies: Iterable[object]) -> bytes:
-        if isinstance(bodies, str | bytes | bytearray | memoryview):
-            raise InvalidArgumentError("mpub takes a sequence of bodies, not a single body")
         parts = []
         for body in bodies:
             data = check_body(body, self.max_msg_size)

@@ -100,16 +100,17 @@ class AsyncTransport(_Base):
         )
         self._client = client if client is not None else httpx.AsyncClient(**self._client_options())
 
-    async def _send(self, call: Call[T]) -> T:
+    async def _send(self, call: Call[T], timeout: float | None = None) -> T:
         self._check_open()
+        limit = self.timeout if timeout is None else timeout
         if call.wire and self._wire is not None:
             target = request_target(call.path, call.params)
             try:
-                async with asyncio.timeout(self.timeout):
+                async with asyncio.timeout(limit):
                     answer = await self._wire.request(call.method, target, call.content)
             except TimeoutError:
                 raise HTTPTimeoutError(
-                    f"timed out (no answer within {self.timeout:g} s)",
+                    f"timed out (no answer within {limit:g} s)",
                     url=self.base_url + target,
                     address=self._wire.address,
                 ) from None
@@ -122,7 +123,7 @@ class AsyncTransport(_Base):
                 params=call.params,
                 content=call.content,
                 headers=self._headers,
-                timeout=self.timeout,
+                timeout=limit,
             )
         except httpx.TransportError as exc:
             raise error_from_transport(exc, url) from exc
@@ -172,11 +173,12 @@ class SyncTransport(_Base):
         )
         self._client = client if client is not None else httpx.Client(**self._client_options())
 
-    def _send(self, call: Call[T]) -> T:
+    def _send(self, call: Call[T], timeout: float | None = None) -> T:
         self._check_open()
+        limit = self.timeout if timeout is None else timeout
         if call.wire and self._wire is not None:
             target = request_target(call.path, call.params)
-            answer = self._wire.request(call.method, target, call.content, self.timeout)
+            answer = self._wire.request(call.method, target, call.content, limit)
             return call.result(answer.status, answer.headers, answer.body, self.base_url + target)
         url = self.base_url + call.path
         try:
@@ -186,7 +188,7 @@ class SyncTransport(_Base):
                 params=call.params,
                 content=call.content,
                 headers=self._headers,
-                timeout=self.timeout,
+                timeout=limit,
             )
         except httpx.TransportError as exc:
             raise error_from_transport(exc, url) from exc

@@ -20,12 +20,14 @@ would each need the same private imports.)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import context, trace
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
+from ..errors import InvalidInputError
+from ..protocol import commands
 from ._envelope import extract_link
 from ._instrumentation import (
     Instrumentation,
@@ -186,17 +188,14 @@ def _server(client: Any) -> dict[str, Any] | None:
     return None
 
 
-def _batch(messages: Any, more: tuple[Any, ...]) -> tuple[Any, int]:
-    if more:
-        return messages, len(more) + 1
-    if isinstance(messages, str | bytes | bytearray | memoryview):
-        return messages, 1
-    if not isinstance(messages, list | tuple):
-        try:
-            messages = list(messages)
-        except TypeError:
-            return messages, 0  # the core refuses it with its typed error
-    return messages, len(messages)
+def _batch(bodies: Any) -> tuple[Any, int]:
+    """The batch and its size; a batch the core refuses goes on as it is (count 0), so the
+    refusal is observed like any other failed publish."""
+    try:
+        items = commands.batch_bodies(bodies)
+    except InvalidInputError:
+        return bodies, 0
+    return items, len(items)
 
 
 class _WriterMixin:
@@ -209,13 +208,11 @@ class _WriterMixin:
             raise
         _end_send(op, None)
 
-    async def mpub(
-        self, topic: str, messages: Any, *more: Any, timeout: float | None = None
-    ) -> None:
-        messages, count = _batch(messages, more)
+    async def mpub(self, topic: str, bodies: Any, *, timeout: float | None = None) -> None:
+        items, count = _batch(bodies)
         op = _start_send(self, "mpub", topic, count)
         try:
-            await super().mpub(topic, messages, *more, timeout=timeout)  # type: ignore[misc]
+            await super().mpub(topic, items, timeout=timeout)  # type: ignore[misc]
         except BaseException as exc:
             _end_send(op, exc)
             raise
@@ -255,9 +252,9 @@ class _SyncWriterMixin:
             raise
         _end_send(op, None)
 
-    def mpub(self, topic: str, bodies: Iterable[Any], *, timeout: float | None = None) -> None:
-        items = list(bodies)
-        op = _start_send(self, "mpub", topic, len(items))
+    def mpub(self, topic: str, bodies: Any, *, timeout: float | None = None) -> None:
+        items, count = _batch(bodies)
+        op = _start_send(self, "mpub", topic, count)
         try:
             super().mpub(topic, items, timeout=timeout)  # type: ignore[misc]
         except BaseException as exc:
@@ -289,14 +286,10 @@ class _SyncWriterMixin:
         parent = super().pub_nowait  # type: ignore[misc]
         return self._nowait("pub", topic, 1, lambda: parent(topic, body, timeout=timeout))
 
-    def mpub_nowait(
-        self, topic: str, bodies: Iterable[Any], *, timeout: float | None = None
-    ) -> Any:
-        items = list(bodies)
+    def mpub_nowait(self, topic: str, bodies: Any, *, timeout: float | None = None) -> Any:
+        items, count = _batch(bodies)
         parent = super().mpub_nowait  # type: ignore[misc]
-        return self._nowait(
-            "mpub", topic, len(items), lambda: parent(topic, items, timeout=timeout)
-        )
+        return self._nowait("mpub", topic, count, lambda: parent(topic, items, timeout=timeout))
 
     def dpub_nowait(
         self, topic: str, delay_ms: int, body: Any, *, timeout: float | None = None

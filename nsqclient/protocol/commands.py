@@ -12,7 +12,11 @@ from collections.abc import Iterable, Mapping
 from itertools import chain
 from typing import Final
 
-from ..errors import InvalidArgumentError, InvalidBodyTypeError, MessageTooLargeError
+from ..errors import (
+    InvalidArgumentError,
+    InvalidBodyTypeError,
+    MessageTooLargeError,
+)
 from .names import body_size, check_body, validate_channel, validate_topic
 
 __all__ = [
@@ -22,6 +26,8 @@ __all__ = [
     "DEFAULT_MAX_REQ_TIMEOUT_MS",
     "MAGIC_V2",
     "auth",
+    "batch_bodies",
+    "check_timeout",
     "cls",
     "dpub",
     "fin",
@@ -102,6 +108,39 @@ def dpub(
     )
 
 
+def batch_bodies(bodies: object) -> list[object] | tuple[object, ...]:
+    """The bodies of an MPUB batch as a list or tuple (no copy for those), checked here for
+    every face (aio, sync, HTTP): a bare ``str``/``bytes``/``bytearray``/``memoryview`` is one
+    body, not a batch: iterating it would publish one message per character or byte, so it is
+    refused (:class:`~nsqclient.errors.InvalidArgumentError`, an ``InvalidInputError``)."""
+    if type(bodies) is list or type(bodies) is tuple:
+        return bodies
+    if isinstance(bodies, str | bytes | bytearray | memoryview):
+        raise InvalidArgumentError(
+            f"mpub takes a list of message bodies, got a single {type(bodies).__name__}: "
+            "wrap it in a list, mpub(topic, [body]) (or use pub)"
+        )
+    if isinstance(bodies, Mapping) or not isinstance(bodies, Iterable):
+        raise InvalidBodyTypeError(
+            f"mpub takes an iterable of message bodies, got {type(bodies).__name__}"
+        )
+    return list(bodies)
+
+
+def check_timeout(timeout: float | None) -> None:
+    """Refuse a publish ``timeout`` that is not None or a number of seconds >= 0."""
+    if timeout is None:
+        return
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not timeout >= 0  # also NaN
+    ):
+        raise InvalidArgumentError(
+            f"timeout must be None (the publish_timeout option) or seconds >= 0, got {timeout!r}"
+        )
+
+
 def mpub(
     topic: str | bytes,
     bodies: Iterable[object],
@@ -109,13 +148,10 @@ def mpub(
     max_msg_size: int = DEFAULT_MAX_MSG_SIZE,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
 ) -> bytes:
-    """Publish several messages atomically: nsqd queues all of them or none."""
-    if isinstance(bodies, str | bytes | bytearray | memoryview):
-        raise InvalidArgumentError("mpub takes a sequence of bodies, not a single body")
-    if isinstance(bodies, Mapping) or not isinstance(bodies, Iterable):
-        raise InvalidBodyTypeError(
-            f"mpub takes an iterable of message bodies, got {type(bodies).__name__}"
-        )
+    """Publish several messages atomically: nsqd queues all of them or none.
+
+    ``bodies`` goes through :func:`batch_bodies` (a single body is refused)."""
+    bodies = batch_bodies(bodies)
     topic_b = validate_topic(topic)
     if type(bodies) is list or type(bodies) is tuple:
         fast = _mpub_all_bytes(topic_b, bodies, max_msg_size, max_body_size)

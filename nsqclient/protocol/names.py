@@ -7,6 +7,8 @@ already seen is one dict lookup.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import (
     EmptyMessageError,
@@ -23,6 +25,7 @@ __all__ = [
     "check_body",
     "coerce_body",
     "is_valid_name",
+    "single_body_batch",
     "validate_channel",
     "validate_topic",
 ]
@@ -34,6 +37,24 @@ _topics: dict[str | bytes, bytes] = {}
 _channels: dict[str | bytes, bytes] = {}
 
 Body = bytes | bytearray | memoryview | str
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:
+    # PEP 702: marks the mpub overload that takes one body, so mypy (with the ``deprecated``
+    # error code enabled) and pyright flag ``mpub(topic, "abc")``, which a str's being an
+    # Iterable[str] would otherwise let through; typing_extensions is a type checker's, not a
+    # run-time, dependency. Its message must be a string literal at each use (mypy's rule).
+    from typing_extensions import deprecated as single_body_batch
+else:
+
+    def single_body_batch(_message: str) -> Callable[[_F], _F]:
+        """Run time: nothing (the overload it marks is never called)."""
+        return _identity
+
+
+def _identity(func: _F) -> _F:
+    return func
 
 
 def is_valid_name(name: bytes) -> bool:

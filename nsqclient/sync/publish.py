@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 
-from ..errors import ClosedError, NSQTimeoutError
+from ..errors import ClosedError, NotSentTimeoutError, NSQTimeoutError
 from .portal import SLICE
 
 __all__ = ["PublishQueue", "PublishTicket"]
@@ -80,13 +80,18 @@ class PublishTicket:
                     if done.acquire(timeout=min(SLICE, remaining)):
                         break
                 else:
-                    sent = self.state == _SENT
+                    # withdraw first, then look: a ticket the loop claimed meanwhile was sent
                     self.cancel()
-                    raise NSQTimeoutError(
-                        "no acknowledgement from nsqd in time; the message may or may not have "
-                        "been published"
-                        if sent
-                        else "the publish was not sent in time (nsqd is slow or unreachable)"
+                    if self.state == _DONE:  # answered just now: that outcome, not a timeout
+                        break
+                    if self.state != _CANCELLED:
+                        raise NSQTimeoutError(
+                            "no acknowledgement from nsqd in time; the message may or may not "
+                            "have been published"
+                        )
+                    raise NotSentTimeoutError(
+                        "the publish was never sent (the loop did not take it in time: nsqd is "
+                        "slow or unreachable); safe to retry"
                     )
         except BaseException:
             self.cancel()
@@ -187,12 +192,23 @@ class PublishQueue:
         self._scheduled = False  # a drain is scheduled, running, or waiting for the Writer
         self._waiting = 0  # threads blocked because the queue is full
         self.full_waits = 0  # publishes that found the queue full and waited (ever)
+        #: publishes that failed before the Writer took them (queue timeouts, no connection,
+        #: withdrawn, refused by the Writer, closed): counted here since the Writer never saw
+        #: them; loop thread only. ``_put_failed``: the same for threads, under ``_lock``
+        self.failed = 0
+        self._put_failed = 0
         self._closed = False
         self._slow: asyncio.Task[None] | None = None
         self._emptied: asyncio.Future[None] | None = None
 
     def __len__(self) -> int:
         return len(self._items)
+
+    @property
+    def failures(self) -> int:
+        """Publishes that failed here, before the Writer took them (its ``failed`` counts the
+        rest); loop thread."""
+        return self.failed + self._put_failed
 
     # -- thread side --
 
@@ -207,8 +223,10 @@ class PublishQueue:
                     break
                 remaining = ticket.deadline - time.monotonic()
                 if remaining <= 0:
-                    raise NSQTimeoutError(
-                        "the publish queue stayed full until the timeout (nsqd is slow or down)"
+                    self._put_failed += 1
+                    raise NotSentTimeoutError(
+                        "the publish queue stayed full until the timeout (nsqd is slow or down); "
+                        "never sent, safe to retry"
                     )
                 if not waited:  # counted once per publish that had to wait (full queue)
                     waited = True
@@ -237,14 +255,19 @@ class PublishQueue:
         done = self._done
         while items:
             ticket = items[0]
-            if not ticket.claim():
+            if not ticket.claim():  # withdrawn: the caller raised (timeout, interrupt, cancel)
                 items.popleft()
+                self.failed += 1
                 continue
             remaining = ticket.deadline - time.monotonic()
             if remaining <= 0:
                 items.popleft()
+                self.failed += 1
                 ticket.complete(
-                    NSQTimeoutError("the publish waited in the queue until its timeout")
+                    NotSentTimeoutError(
+                        "the publish waited in the queue until its timeout (nsqd is slow or "
+                        "unreachable); never sent, safe to retry"
+                    )
                 )
                 continue
             ticket._on_sent_done = done
@@ -253,6 +276,7 @@ class PublishQueue:
             except Exception as exc:  # the caller gets exactly what the core raised
                 ticket._on_sent_done = None
                 items.popleft()
+                self.failed += 1
                 ticket.complete(exc)
                 continue
             if not sent:  # the Writer is full or not connected: wait for it, then go on
@@ -290,6 +314,8 @@ class PublishQueue:
             if items and items[0] is ticket:
                 items.popleft()
                 self._wake_putters()
+            if ticket.state != _DONE:
+                self.failed += 1
             ticket.complete(exc)
             if not isinstance(exc, Exception):
                 raise
@@ -325,5 +351,6 @@ class PublishQueue:
         if slow is not None:
             slow.cancel()
         items = self._items
+        self.failed += len(items)
         while items:
             items.popleft().complete(exc)

@@ -13,14 +13,14 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, Unpack, overload
 
 from ..aio.options import validate_client_options
 from ..config import Config
 from ..errors import ClosedError
 from ..observability import _hook
 from ..protocol import commands
-from ..protocol.names import Body
+from ..protocol.names import Body, single_body_batch
 from .lifecycle import FacadeLifecycle
 from .portal import LoopThread
 from .publish import PublishQueue, PublishTicket
@@ -28,7 +28,7 @@ from .publish import PublishQueue, PublishTicket
 if TYPE_CHECKING:
     from ..aio.writer import Writer
     from ..options import ConfigOptions
-    from ..stats import SyncWriterStats, WriterStats
+    from ..stats import SyncWriterStats
 
 __all__ = ["SyncWriter"]
 
@@ -112,7 +112,11 @@ class SyncWriter(FacadeLifecycle):
     ) -> PublishTicket:
         self._check()
         self._portal.check_not_in_loop("SyncWriter publishing")
-        limit = self._publish_timeout if timeout is None else timeout
+        if timeout is None:
+            limit = self._publish_timeout
+        else:
+            commands.check_timeout(timeout)
+            limit = timeout
         ticket = PublishTicket(data, count, time.monotonic() + limit, future)
         self._queue.put(ticket)
         return ticket
@@ -131,17 +135,27 @@ class SyncWriter(FacadeLifecycle):
     def pub(self, topic: str, body: Body, *, timeout: float | None = None) -> None:
         """Publish one message; returns once nsqd acknowledged it, or raises.
 
-        ``timeout`` (seconds, default ``publish_timeout``) covers waiting for room in the queue
-        and for nsqd's acknowledgement. The errors, and which of them mean "maybe published"
-        (ConnectionClosedError, NSQTimeoutError), are :meth:`nsqclient.aio.Writer.pub`'s.
+        ``timeout`` (seconds >= 0, default ``publish_timeout``) covers waiting for room in the
+        queue and for nsqd's acknowledgement. The errors, and which of them mean "maybe
+        published" (``sent`` True: ConnectionClosedError, NSQTimeoutError), are
+        :meth:`nsqclient.aio.Writer.pub`'s; a publish that timed out in the queue, never sent,
+        raises NotSentTimeoutError.
         Any thread; NSQError if called from the nsqclient loop thread (it would deadlock).
         """
         core = self._core()
         self._publish(commands.pub(topic, body, max_msg_size=core.max_msg_size), 1, timeout)
 
-    def mpub(self, topic: str, bodies: Iterable[Body], *, timeout: float | None = None) -> None:
-        """Publish a batch atomically (all or none); ``timeout`` and errors as :meth:`pub`."""
-        items = list(bodies)
+    @overload
+    @single_body_batch("mpub takes a list of bodies: wrap a single body in a list")
+    def mpub(self, topic: str, bodies: Body, *, timeout: float | None = None) -> None: ...
+    @overload
+    def mpub(self, topic: str, bodies: Iterable[Body], *, timeout: float | None = None) -> None: ...
+    def mpub(
+        self, topic: str, bodies: Iterable[Body] | Body, *, timeout: float | None = None
+    ) -> None:
+        """Publish a batch, ``mpub(topic, [a, b])``, atomically (all or none); ``timeout`` and
+        errors as :meth:`pub` (a single body instead of a list: InvalidInputError)."""
+        items = commands.batch_bodies(bodies)
         core = self._core()
         data = commands.mpub(
             topic, items, max_msg_size=core.max_msg_size, max_body_size=core.max_body_size
@@ -168,14 +182,24 @@ class SyncWriter(FacadeLifecycle):
         data = commands.pub(topic, body, max_msg_size=self._core().max_msg_size)
         return self._publish_nowait(data, 1, timeout)
 
+    @overload
+    @single_body_batch("mpub_nowait takes a list of bodies: wrap a single body in a list")
+    def mpub_nowait(
+        self, topic: str, bodies: Body, *, timeout: float | None = None
+    ) -> concurrent.futures.Future[None]: ...
+    @overload
     def mpub_nowait(
         self, topic: str, bodies: Iterable[Body], *, timeout: float | None = None
+    ) -> concurrent.futures.Future[None]: ...
+    def mpub_nowait(
+        self, topic: str, bodies: Iterable[Body] | Body, *, timeout: float | None = None
     ) -> concurrent.futures.Future[None]:
         """Like :meth:`pub_nowait` for a batch published atomically (all or none), as :meth:`mpub`.
 
-        Bad input (empty batch, a body over the size limits) raises before anything is queued.
+        Bad input (a single body, an empty batch, a body over the size limits) raises before
+        anything is queued.
         """
-        items = list(bodies)
+        items = commands.batch_bodies(bodies)
         core = self._core()
         data = commands.mpub(
             topic, items, max_msg_size=core.max_msg_size, max_body_size=core.max_body_size
@@ -262,13 +286,14 @@ class SyncWriter(FacadeLifecycle):
         publishes waiting to cross to the loop. Any thread. Every key and its unit:
         :class:`nsqclient.stats.SyncWriterStats`."""
         self._check()
-        core = self._portal.call(_stats(self._writer), timeout=5)
-        return {**core, "queued": len(self._queue)}
+        return self._portal.call(_stats(self._writer, self._queue), timeout=5)
 
     def __repr__(self) -> str:
         core = getattr(self, "_writer", None)
         return f"<SyncWriter {'closed' if self._closed else 'open'} {core!r}>"
 
 
-async def _stats(writer: Writer) -> WriterStats:
-    return writer.stats()
+async def _stats(writer: Writer, queue: PublishQueue) -> SyncWriterStats:
+    core = writer.stats()
+    # the Writer counts what it was handed; what failed in the queue before that is counted there
+    return {**core, "failed": core["failed"] + queue.failures, "queued": len(queue)}

@@ -225,3 +225,44 @@ async def test_reader_replaces_damaged_connections_and_finishes_everything(
         await wait_all_finished(nsqd, topic, channel)
     finally:
         await reader.graceful_close()
+
+
+async def test_frames_after_a_forged_fatal_error_never_turn_acks_into_resends(
+    nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy, stats: Stats
+) -> None:
+    """A forged E_INVALID in front of nsqd's real OKs for three pipelined PUBs, in one chunk.
+    nsqd answers nothing after a fatal error, so the OKs behind it mean the stream is damaged:
+    the Writer must not take the three as "never executed" and send them again (each returned
+    OK once and was stored twice). Every one of them raises "may or may not" instead."""
+    topic, ledger, timeout = unique(), Ledger(), 5.0
+    loop = asyncio.get_running_loop()
+    async with Writer([nsq_fault_proxy.address], **FAST_CLIENT) as writer:
+        assert await publish_one(writer, ledger, topic, "pub", timeout)
+        first = only(writer)
+        stall = nsq_fault_proxy.stall()
+        bodies = [ledger.next_body("pipelined") for _ in range(3)]
+        start = loop.time()
+        calls = [
+            asyncio.create_task(
+                ledger.call([b], writer.pub(topic, b, timeout=timeout), timeout, start)
+            )
+            for b in bodies
+        ]
+        await wait_for(lambda: first.pending_requests == 3, what="three PUBs on the wire")
+        # an operation that never applies (a Writer gets no messages) makes the proxy hold the
+        # injected frame for the front of nsqd's next bytes: the three OKs
+        hold = nsq_fault_proxy.replace_next_frame(b"unused", frame="message")
+        assert nsq_fault_proxy.inject_frame(1, b"E_INVALID forged by the test") == 1
+        stall.undo()
+        results = await asyncio.wait_for(asyncio.gather(*calls), DEADLINE)
+        hold.undo()
+        assert results == [False, False, False], ledger.errors
+        assert writer.resent == 0
+        assert isinstance(first.close_exception, ProtocolError)
+        assert "after the fatal error" in str(first.close_exception)
+        await wait_replaced(lambda: writer.connections, first)
+        assert await publish_one(writer, ledger, topic, "pub", timeout)
+    stored = await drain(nsqd, topic, stats)
+    ledger.check(stored)
+    # nsqd did store all three (its OKs were real): each raised "may or may not", stored once
+    assert sorted(b for b in stored if b in bodies) == sorted(bodies)

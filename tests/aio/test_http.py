@@ -20,7 +20,12 @@ from typing import Any
 
 import pytest
 
-from nsqclient.errors import ConnectError, MessageTooLargeError
+from nsqclient.errors import (
+    ConnectError,
+    InvalidArgumentError,
+    InvalidInputError,
+    MessageTooLargeError,
+)
 from nsqclient.http import (
     HTTPConnectError,
     HTTPError,
@@ -226,6 +231,37 @@ async def test_mpub_round_trip(http: Either, nsqd: Any, binary: bool) -> None:
     expected = sorted(b.encode() if isinstance(b, str) else bytes(b) for b in bodies)
     received = await consume(nsqd.tcp_address, topic, channel, len(bodies))
     assert sorted(received) == expected
+
+
+SINGLE_BODIES = ["abc", b"abc", bytearray(b"abc"), memoryview(b"abc")]
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "text"])
+@pytest.mark.parametrize("single", SINGLE_BODIES, ids=lambda b: type(b).__name__)
+async def test_mpub_refuses_a_single_body_before_sending(
+    http: Either, nsqd: Any, binary: bool, single: Any
+) -> None:
+    """A bare str or bytes is one body, not a batch (it used to be split per character)."""
+    topic = unique()
+    await http.create_topic(topic)
+    with pytest.raises(InvalidInputError, match="wrap it in a list") as info:
+        await http.mpub(topic, single, binary=binary)
+    assert info.value.sent is False
+    await http.mpub(topic, [b"one"], binary=binary, timeout=5)  # the list form, a call timeout
+    stats = await http.stats(topic=topic)
+    assert stats["topics"][0]["message_count"] == 1  # the refused call stored nothing
+
+
+@pytest.mark.parametrize("timeout", [-1, -0.001, float("nan"), "1"])
+async def test_negative_or_bad_call_timeout_is_refused(http: Either, timeout: Any) -> None:
+    topic = unique()
+    await http.create_topic(topic)
+    with pytest.raises(InvalidArgumentError, match="timeout"):
+        await http.pub(topic, b"x", timeout=timeout)
+    with pytest.raises(InvalidArgumentError, match="timeout"):
+        await http.mpub(topic, [b"x"], timeout=timeout)
+    stats = await http.stats(topic=topic)
+    assert stats["topics"][0]["message_count"] == 0
 
 
 async def test_topic_admin_effects(http: Either) -> None:

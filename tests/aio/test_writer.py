@@ -83,9 +83,9 @@ async def test_pub_mpub_dpub_resolve_once_nsqd_stored_them(nsqd: NsqdProcess, st
         assert await stats.message_count(nsqd, topic) == 4
 
         await writer.mpub(topic, [b"a", b"b", "c"])  # a list
-        await writer.mpub(topic, b"d", b"e")  # asyncnsq style
+        await writer.mpub(topic, (b"d", b"e"))  # a tuple
         await writer.mpub(topic, (b for b in [b"f", b"g"]))  # any iterable
-        await writer.mpub(topic, b"h")  # one body
+        await writer.mpub(topic, [b"h"])  # one body, in a list
         assert await stats.message_count(nsqd, topic) == 4 + 3 + 2 + 2 + 1
 
         await writer.dpub(topic, 60_000, b"later")

@@ -1,0 +1,133 @@
+"""SyncWriter's publish contract (issue 22) against real nsqd (or the embedded server):
+``mpub`` takes a list and refuses a single body (a str used to become one message per
+character), bad timeouts are refused, a publish that timed out in the local queue says it was
+never sent, and ``stats()["failed"]`` counts what failed before the core Writer saw it."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any
+
+import pytest
+
+from nsqclient.errors import (
+    ConnectionClosedError,
+    InvalidArgumentError,
+    InvalidInputError,
+    NoConnectionsError,
+    NotSentTimeoutError,
+    NSQTimeoutError,
+)
+from nsqclient.sync import SyncWriter
+from nsqclient.testing.daemons import NsqdProcess, free_port
+
+from .support import DEADLINE, drain_bodies, frozen, message_count, unique, wait_for
+
+pytestmark = pytest.mark.timeout(60)
+
+SINGLE_BODIES = ["abc", b"abc", bytearray(b"abc"), memoryview(b"abc")]
+
+
+def test_mpub_and_mpub_nowait_take_a_list_and_refuse_a_single_body(nsqd: NsqdProcess) -> None:
+    topic = unique()
+    with SyncWriter([nsqd.tcp_address]) as writer:
+        writer.mpub(topic, [b"a", "b"])
+        writer.mpub(topic, (b"c", b"d"), timeout=5)
+        writer.mpub_nowait(topic, (b for b in [b"e", b"f"])).result(DEADLINE)
+        for single in SINGLE_BODIES:
+            with pytest.raises(InvalidInputError, match="wrap it in a list") as info:
+                writer.mpub(topic, single)
+            assert info.value.sent is False
+            with pytest.raises(InvalidInputError, match="wrap it in a list"):
+                writer.mpub_nowait(topic, single)
+        stats = writer.stats()
+        assert stats["queued"] == 0 and stats["outstanding"] == 0
+        assert stats["published"] == 6
+    # nothing of the refused calls reached nsqd (before: "abc" stored a, b and c)
+    assert message_count(nsqd, topic) == 6
+
+
+@pytest.mark.parametrize("timeout", [-1, -0.25, float("nan"), "2"])
+def test_bad_timeouts_are_refused_on_every_publish_method(nsqd: NsqdProcess, timeout: Any) -> None:
+    topic = unique()
+    with SyncWriter([nsqd.tcp_address]) as writer:
+        writer.pub(topic, b"first")
+        calls = [
+            lambda: writer.pub(topic, b"x", timeout=timeout),
+            lambda: writer.mpub(topic, [b"x"], timeout=timeout),
+            lambda: writer.dpub(topic, 10, b"x", timeout=timeout),
+            lambda: writer.pub_nowait(topic, b"x", timeout=timeout),
+            lambda: writer.mpub_nowait(topic, [b"x"], timeout=timeout),
+            lambda: writer.dpub_nowait(topic, 10, b"x", timeout=timeout),
+        ]
+        for call in calls:
+            with pytest.raises(InvalidArgumentError, match="timeout"):
+                call()
+        assert writer.stats()["queued"] == 0
+    assert message_count(nsqd, topic) == 1
+
+
+def test_a_publish_that_timed_out_in_the_queue_says_it_was_never_sent(nsqd: NsqdProcess) -> None:
+    """nsqd frozen, one publish on the wire (its slot is the only one), one waiting in the queue
+    for that slot, and the queue (size 1) full for a third: the first may or may not be stored,
+    the other two were never sent; ``failed`` counts all three (it used to count only the
+    first)."""
+    topic = unique()
+    with SyncWriter([nsqd.tcp_address], max_queued_publishes=1, max_pending_publishes=1) as writer:
+        writer.pub(topic, b"warm-up")
+        with frozen(nsqd):
+            on_wire = writer.pub_nowait(topic, b"on-the-wire", timeout=1.0)
+            wait_for(lambda: writer.stats()["outstanding"] == 1, what="the first publish sent")
+            queued = writer.pub_nowait(topic, b"queued", timeout=0.5)
+            wait_for(lambda: writer.stats()["queued"] == 1, what="the second one queued")
+            with pytest.raises(NotSentTimeoutError, match="never sent") as full:
+                writer.pub(topic, b"queue-full", timeout=0.2)
+            assert full.value.sent is False
+            with pytest.raises(NotSentTimeoutError) as waited:
+                queued.result(DEADLINE)
+            assert waited.value.sent is False
+            with pytest.raises((NSQTimeoutError, ConnectionClosedError)) as sent:
+                on_wire.result(DEADLINE)
+            assert sent.value.sent is True
+            assert not isinstance(sent.value, NotSentTimeoutError)
+        assert writer.stats()["failed"] == 3
+        writer.pub(topic, b"after", timeout=DEADLINE)
+    bodies = drain_bodies(nsqd, topic, message_count(nsqd, topic))
+    assert b"queued" not in bodies and b"queue-full" not in bodies
+    assert {b"warm-up", b"after"} <= set(bodies)
+
+
+def test_failed_counts_no_connection_errors_of_the_blocking_layer() -> None:
+    """The fault harness's case: 8 publishes raised NoConnectionsError, ``failed`` said 0.
+    (Queued behind one that waits for a connection, a publish may time out in the queue
+    instead: never sent either.)"""
+    never_sent = (NoConnectionsError, NotSentTimeoutError)
+    with SyncWriter([f"127.0.0.1:{free_port()}"], reconnect_delay=50) as writer:
+        futures = [writer.pub_nowait(unique(), b"x", timeout=0.2) for _ in range(4)]
+        for future in futures:
+            with pytest.raises(never_sent) as info:
+                future.result(DEADLINE)
+            assert info.value.sent is False
+        for _ in range(4):
+            with pytest.raises(NoConnectionsError) as info:
+                writer.pub(unique(), b"x", timeout=0.2)
+            assert info.value.sent is False
+        stats = writer.stats()
+        assert stats["failed"] == 8 and stats["published"] == 0
+
+
+def test_a_cancelled_pub_nowait_counts_as_failed(nsqd: NsqdProcess) -> None:
+    """Withdrawn before it was sent, as the core Writer counts a cancelled publish."""
+    topic = unique()
+    with SyncWriter([nsqd.tcp_address], max_pending_publishes=1) as writer:
+        writer.pub(topic, b"warm-up")
+        with frozen(nsqd):
+            first = writer.pub_nowait(topic, b"on-the-wire", timeout=1.0)
+            wait_for(lambda: writer.stats()["outstanding"] == 1, what="the first publish sent")
+            second = writer.pub_nowait(topic, b"withdrawn", timeout=DEADLINE)
+            assert second.cancel()
+            with pytest.raises((NSQTimeoutError, ConnectionClosedError)):
+                first.result(DEADLINE)
+        wait_for(lambda: writer.stats()["failed"] == 2, what="both counted")
+        with pytest.raises(concurrent.futures.CancelledError):
+            second.result(0)
