@@ -10,6 +10,8 @@ A poll that fails (every lookupd tried) is retried after a short backoff
 interval later, so a client started before its lookupd (docker-compose) finds its nsqd within
 seconds of lookupd coming up. The WARNING says when it retries; while the failures go on, one
 more WARNING at most once a minute (DEBUG in between), and an INFO when lookupd answers again.
+An answer that lists no nsqd is asked again on the same backoff (nsqd may be starting and not
+registered yet): an idle client of a topic nobody produces queries every 10 s, not every 60 s.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class LookupdPoller:
 
     async def poll_once(self) -> list[Address] | None:
         """Query one lookupd (rotating, retrying the next on failure); None if all tries failed."""
+        self._errors = []
         for _ in range(min(_TRIES, len(self._clients)) or 1):
             client = self._clients[self._index % len(self._clients)]
             self._index += 1
@@ -102,12 +105,13 @@ class LookupdPoller:
         retry = lookupd_retry_backoff(interval, rng=self._rng)
         first = True
         failing_since: float | None = None  # loop time of the first failed poll in a row
+        failed_polls = 0
         warned_at = 0.0
         while True:
             self._wake.clear()  # a poke arriving during this poll asks for another one
-            self._errors = []
             found = await self.poll_once()
             if found is None:
+                failed_polls += 1
                 delay = retry.next_delay()
                 now = loop.time()
                 if failing_since is None:
@@ -122,23 +126,33 @@ class LookupdPoller:
             else:
                 if failing_since is not None:
                     log.info(
-                        "lookupd answered again after %d failed queries over %.1fs",
-                        retry.attempts,
+                        "lookupd answered again after %d failed polls over %.1fs",
+                        failed_polls,
                         loop.time() - failing_since,
                     )
-                    failing_since = None
-                retry.reset()
+                    failing_since, failed_polls = None, 0
+                for url, exc in self._errors:  # another lookupd answered for this one
+                    log.warning("lookupd %s query failed: %s; asked the next lookupd", url, exc)
                 try:
                     self._on_producers(found)
                 except Exception:
                     log.exception("error handling lookupd results")
-                delay = self._rng.random() * jitter * interval if first else interval
-                first = False
+                if found:
+                    retry.reset()
+                    delay = self._rng.random() * jitter * interval if first else interval
+                    first = False
+                else:  # no nsqd registered (yet): they may be starting too, so ask again soon
+                    delay = retry.next_delay()
+                    log.debug("lookupd lists no nsqd %s; asking again in %.1fs", self._what, delay)
             try:
                 async with asyncio.timeout(delay):
                     await self._wake.wait()
             except TimeoutError:
                 pass
+
+    @property
+    def _what(self) -> str:
+        return "at all" if self.topic is None else f"for topic {self.topic!r}"
 
     def _failure_text(self) -> str:
         errors = self._errors
