@@ -219,12 +219,13 @@ class Config:
     write_timeout: Duration = 1_000
     """How long nsqd may read nothing of what this client sends before the connection is closed
     as stuck."""
-    reconnect_delay: Duration = 1_000
+    reconnect_delay: Duration = 500
     """First delay before reconnecting to an nsqd that went away; doubles (jittered) after each
-    failure, up to ``max_reconnect_delay``."""
-    max_reconnect_delay: Duration = 60_000
-    """Cap of the reconnect delay. Lower finds a restarted nsqd sooner, with more attempts
-    meanwhile."""
+    failure, up to ``max_reconnect_delay``. While publishes wait for a connection, a Writer dials
+    at once and then at most once per this delay."""
+    max_reconnect_delay: Duration = 2_000
+    """Cap of the reconnect delay: a Reader finds a restarted nsqd within about this long. Lower
+    finds it sooner, with more attempts while nsqd stays down."""
 
     # -- sizes (bytes); match your nsqd's --max-msg-size / --max-body-size --
     max_msg_size: int = 1_048_576

@@ -4,6 +4,14 @@ Each poll asks one lookupd (go-nsq's rotation; on failure the next one, up to th
 reports the producers' TCP addresses to a callback. The first poll runs at once, the next after
 ``rand * jitter * interval``, then every ``interval``; :meth:`LookupdPoller.poke` asks for an early
 poll (a connection died), rate-limited by the caller's reconnect backoff.
+
+A poll that fails (every lookupd tried) is retried after a short backoff
+(:func:`~nsqclient.flow.lookupd_retry_backoff`: 1 s, doubling, at most 10 s), not a whole
+interval later, so a client started before its lookupd (docker-compose) finds its nsqd within
+seconds of lookupd coming up. The WARNING says when it retries; while the failures go on, one
+more WARNING at most once a minute (DEBUG in between), and an INFO when lookupd answers again.
+An answer that lists no nsqd is asked again on the same backoff (nsqd may be starting and not
+registered yet): an idle client of a topic nobody produces queries every 10 s, not every 60 s.
 """
 
 from __future__ import annotations
@@ -15,12 +23,15 @@ from collections.abc import Callable, Sequence
 
 from ..addresses import Address, parse_address
 from ..config import Config
+from ..flow import lookupd_retry_backoff
 
 __all__ = ["LookupdPoller"]
 
 log = logging.getLogger("nsqclient.lookupd")
 
 _TRIES = 3
+#: seconds between two WARNINGs about lookupd queries that keep failing
+REPEAT_WARNING_AFTER = 60.0
 
 
 class LookupdPoller:
@@ -56,6 +67,8 @@ class LookupdPoller:
         self._wake = asyncio.Event()
         self.polls = 0
         self.failures = 0
+        #: the failed tries of the last poll: (lookupd URL, error)
+        self._errors: list[tuple[str, Exception]] = []
 
     def start(self) -> None:
         if self._task is None:
@@ -67,6 +80,7 @@ class LookupdPoller:
 
     async def poll_once(self) -> list[Address] | None:
         """Query one lookupd (rotating, retrying the next on failure); None if all tries failed."""
+        self._errors = []
         for _ in range(min(_TRIES, len(self._clients)) or 1):
             client = self._clients[self._index % len(self._clients)]
             self._index += 1
@@ -78,31 +92,74 @@ class LookupdPoller:
                     producers = await client.nodes()
             except Exception as exc:
                 self.failures += 1
-                log.warning("lookupd %s query failed: %s", client.base_url, exc)
+                self._errors.append((client.base_url, exc))
                 continue
             self.polls += 1
             return [parse_address(p.tcp_address) for p in producers]
         return None
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         interval = self._config.sec.lookupd_poll_interval
         jitter = self._config.lookupd_poll_jitter
+        retry = lookupd_retry_backoff(interval, rng=self._rng)
         first = True
+        failing_since: float | None = None  # loop time of the first failed poll in a row
+        failed_polls = 0
+        warned_at = 0.0
         while True:
             self._wake.clear()  # a poke arriving during this poll asks for another one
             found = await self.poll_once()
-            if found is not None:
+            if found is None:
+                failed_polls += 1
+                delay = retry.next_delay()
+                now = loop.time()
+                if failing_since is None:
+                    failing_since = warned_at = now
+                    level = logging.WARNING
+                elif now - warned_at >= REPEAT_WARNING_AFTER:
+                    warned_at = now
+                    level = logging.WARNING
+                else:
+                    level = logging.DEBUG
+                log.log(level, "%s; retrying in %.1fs", self._failure_text(), delay)
+            else:
+                if failing_since is not None:
+                    log.info(
+                        "lookupd answered again after %d failed polls over %.1fs",
+                        failed_polls,
+                        loop.time() - failing_since,
+                    )
+                    failing_since, failed_polls = None, 0
+                for url, exc in self._errors:  # another lookupd answered for this one
+                    log.warning("lookupd %s query failed: %s; asked the next lookupd", url, exc)
                 try:
                     self._on_producers(found)
                 except Exception:
                     log.exception("error handling lookupd results")
-            delay = self._rng.random() * jitter * interval if first else interval
-            first = False
+                if found:
+                    retry.reset()
+                    delay = self._rng.random() * jitter * interval if first else interval
+                    first = False
+                else:  # no nsqd registered (yet): they may be starting too, so ask again soon
+                    delay = retry.next_delay()
+                    log.debug("lookupd lists no nsqd %s; asking again in %.1fs", self._what, delay)
             try:
                 async with asyncio.timeout(delay):
                     await self._wake.wait()
             except TimeoutError:
                 pass
+
+    @property
+    def _what(self) -> str:
+        return "at all" if self.topic is None else f"for topic {self.topic!r}"
+
+    def _failure_text(self) -> str:
+        errors = self._errors
+        if len(errors) == 1:
+            url, exc = errors[0]
+            return f"lookupd {url} query failed: {exc}"
+        return "lookupd queries failed (" + "; ".join(f"{u}: {e}" for u, e in errors) + ")"
 
     async def close(self) -> None:
         task, self._task = self._task, None

@@ -10,6 +10,10 @@ and when to try again, live here once:
   is tried at once, then with backoff; one lookupd no longer lists is forgotten (its retries stop);
 * a lost connection is retried while its node is configured or listed, and losing a discovered
   one asks lookupd for an early poll;
+* a publish that finds no connection asks for a dial (:meth:`NodeSet.dial_now`): each nsqd that is
+  down is dialled at once instead of at the end of its backoff, then at most once per
+  ``reconnect_delay`` while publishes wait (:class:`~nsqclient.flow.ReconnectSchedule`); one dial
+  per nsqd however many publishes wait, since one task per nsqd does every (re)connect;
 * :class:`~.outages.Outages` says what happened at a bounded rate, and one INFO line marks each
   connection that comes up (the first time, or as the end of an outage).
 
@@ -22,13 +26,15 @@ What differs stays with the owner: a consumer's connections SUB before they coun
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import math
 from collections.abc import Callable
 from functools import partial
 
 from ..addresses import Address
 from ..errors import ServerError
-from ..flow import ReconnectBackoff, worth_retrying
+from ..flow import ReconnectSchedule, worth_retrying
 from .connection import Connection, ConnectionOwner, close_all
 from .discovery import LookupdPoller
 from .options import ClientOptions
@@ -75,6 +81,8 @@ class NodeSet:
         self._poller: LookupdPoller | None = None
         self._found: list[Address] = []  # what lookupd listed last
         self._reconnects: dict[Address, asyncio.Task[None]] = {}
+        self._wakes: dict[Address, asyncio.Event] = {}  # set: a reconnect task should look again
+        self._wanted_until = -math.inf  # loop time until which a publish waits for a connection
         self._attempts: set[asyncio.Task[None]] = set()  # the first connects at start
         #: the connections that are up (owners may read it; only the node set changes it)
         self.conns: dict[Address, Connection] = {}
@@ -181,22 +189,49 @@ class NodeSet:
             del self._reconnects[addr]
 
     async def _reconnect(self, addr: Address, immediately: bool) -> None:
-        backoff = ReconnectBackoff.from_config(self._config)
-        wait = not immediately
-        while self._running():
-            if wait:
-                await asyncio.sleep(backoff.next_delay())
-            wait = True
-            if addr in self.conns:
-                return
-            try:
-                await self._connect(addr)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self.last_error = exc
-                self.outages.failed(addr, exc, backoff.base_delay(backoff.attempts))
+        # the one task that dials ``addr`` until it is up: when is the schedule's decision
+        loop = asyncio.get_running_loop()
+        schedule = ReconnectSchedule.from_config(self._config, now=loop.time(), at_once=immediately)
+        wake = self._wakes[addr] = asyncio.Event()
+        try:
+            while self._running():
+                now = loop.time()
+                delay = schedule.wait(now, wanted=now < self._wanted_until)
+                if delay > 0:
+                    wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(delay):
+                            await wake.wait()  # dial_now() wakes it to decide again
+                    continue
+                if addr in self.conns:
+                    return
+                schedule.dialing(now)
+                try:
+                    await self._connect(addr)
+                    return
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self.last_error = exc
+                    self.outages.failed(addr, exc, schedule.failed(loop.time()))
+        finally:
+            if self._wakes.get(addr) is wake:
+                del self._wakes[addr]
+
+    def dial_now(self, until: float) -> None:
+        """A publish found no connection and waits for one until ``until`` (loop time): dial
+        each nsqd that is down now rather than when its backoff says, and keep dialling it at most
+        once per ``reconnect_delay`` until then. Cheap to call from every waiting publish: a dial
+        in progress is not repeated, and a node is never dialled twice at once."""
+        loop = self._loop
+        if loop is None:
+            return
+        wanted = loop.time() < self._wanted_until
+        if until > self._wanted_until:
+            self._wanted_until = until
+        if not wanted:  # already wanted: the reconnect tasks know
+            for wake in self._wakes.values():
+                wake.set()
 
     def _on_producers(self, found: list[Address]) -> None:
         self._found = found

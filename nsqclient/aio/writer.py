@@ -450,6 +450,7 @@ class Writer:
         """Publish over HTTP in a task ``close()`` can cancel (its caller then gets ClosedError)."""
         loop = self._loop
         assert loop is not None
+        self._nodes.dial_now(loop.time() + timeout)  # no TCP connection: get one back soon
         task = loop.create_task(self._publish_http(data, count, timeout), name="nsq-writer-http")
         self._http_tasks.add(task)
         task.add_done_callback(self._http_tasks.discard)
@@ -559,6 +560,7 @@ class Writer:
             if conn is not None:
                 return conn
             self._healthy_event.clear()
+            self._nodes.dial_now(deadline)  # don't wait for the reconnect backoff
             remaining = deadline - loop.time()
             try:
                 if remaining <= 0:
