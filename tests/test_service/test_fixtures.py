@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from nsqclient.testing._process import find_nsq_binary
+
 REPO = Path(__file__).resolve().parents[2]
 CONFTEST = REPO / "tests" / "conftest.py"
 
@@ -21,8 +23,9 @@ pytestmark = pytest.mark.timeout(90)
 def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A pytester folder with our conftest, importing this repository's packages."""
     monkeypatch.setenv("PYTHONPATH", str(REPO))
-    # the inner run's folder is outside the checkout, so its test_service/.bin is named
-    monkeypatch.setenv("NSQ_BIN_DIR", str(REPO / "test_service" / ".bin"))
+    # the inner run's folder is outside the checkout, so the binaries this run uses are named:
+    # wherever they were found ($NSQ_BIN_DIR, this checkout's test_service/.bin or PATH)
+    monkeypatch.setenv("NSQ_BIN_DIR", str(find_nsq_binary("nsqd").parent))
     pytester.makeconftest(CONFTEST.read_text())
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     return pytester
