@@ -18,8 +18,8 @@ from ...protocol.compression import Codec, DeflateCodec, SnappyCodec
 from ...protocol.frames import encode_error, encode_message, encode_response
 from .auth import common_name
 from .client import ClientState
-from .framing import bufio_writes, deflate_writes, snappy_writes
 from .commands import Need, Result, execute
+from .framing import bufio_writes, deflate_writes, snappy_writes
 from .wire import ClientError
 
 if TYPE_CHECKING:
