@@ -96,24 +96,9 @@ def _setup_logging(args: argparse.Namespace) -> None:
 
 
 def _run_embedded_nsqd(argv: list[str]) -> int:
-    import asyncio
-
     from ..testing import __main__ as embedded
 
-    parser = embedded.parser()
-    parser.prog = "nsqclient nsqd"
-    parser.epilog = (
-        "example:\n  nsqclient nsqd --lookupd --tcp-address 127.0.0.1:0 "
-        "--http-address 127.0.0.1:0 --env-file cluster.env"
-    )
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    args = parser.parse_args(argv)
-    try:
-        asyncio.run(embedded.serve(args))
-    except (OSError, ValueError) as exc:
-        print(f"nsqclient nsqd: error: {exc}", file=sys.stderr)
-        return _common.EXIT_ERROR
-    return _common.EXIT_OK
+    return embedded.main(argv, prog="nsqclient nsqd")
 
 
 def _passthrough(command: str, argv: list[str]) -> int:
