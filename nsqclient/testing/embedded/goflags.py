@@ -129,12 +129,14 @@ class Parsed:
 
 
 _HELP: Final = frozenset({"h", "help"})
+_BOOL_WORDS: Final = {"tls-required": ("true", "false", "tcp-https")}
 
 
 def parse(argv: Sequence[str], flags: Mapping[str, Flag]) -> Parsed:
     """Go's ``FlagSet.Parse`` over ``flags``; ``-h``/``--help`` raise :class:`FlagError` with
-    ``help`` as message. For compatibility, a boolean flag may also take ``true``/``false`` as
-    the next argument (Go would stop parsing there)."""
+    ``help`` as message. For compatibility with this CLI's older forms, a boolean flag may also
+    take ``true``/``false`` (``tcp-https`` for ``tls-required``) as the next argument (Go would
+    stop parsing there)."""
     out = Parsed()
     items = list(argv)
     while items:
@@ -156,7 +158,7 @@ def parse(argv: Sequence[str], flags: Mapping[str, Flag]) -> Parsed:
         if not sep:
             if flag.boolean:
                 value = "true"
-                if items and items[0].lower() in ("true", "false"):
+                if items and items[0].lower() in _BOOL_WORDS.get(name, ("true", "false")):
                     value = items.pop(0)
             elif items:
                 value = items.pop(0)
