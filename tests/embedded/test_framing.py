@@ -10,7 +10,7 @@ import pytest
 import snappy
 
 from nsqclient.protocol.frames import encode_message, encode_response
-from nsqclient.testing.embedded.framing import bufio_writes, deflate_writes, snappy_writes
+from nsqclient.testing.embedded.framing import bufio_writes, deflate_writes, flushes, snappy_writes
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -49,3 +49,9 @@ def test_deflate_sync_marker_apart() -> None:
     data = b"\x01\x02\x03" + struct.pack(">I", 0x0000FFFF)
     assert deflate_writes(data) == [data[:-4], data[-4:]]
     assert deflate_writes(b"\x00\x00\xff\xff") == [b"\x00\x00\xff\xff"]
+
+
+def test_deflate_flushes_after_each_response_and_after_the_messages() -> None:
+    ok, err = encode_response(b"OK"), encode_response(b"CLOSE_WAIT")
+    msgs = [message(10), message(20)]
+    assert flushes([ok, *msgs, err, msgs[0]]) == [ok, b"".join(msgs) + err, msgs[0]]

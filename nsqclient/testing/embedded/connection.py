@@ -19,7 +19,7 @@ from ...protocol.frames import encode_error, encode_message, encode_response
 from .auth import common_name
 from .client import ClientState
 from .commands import Need, Result, execute
-from .framing import bufio_writes, deflate_writes, snappy_writes
+from .framing import bufio_writes, deflate_writes, flushes, snappy_writes
 from .wire import ClientError
 
 if TYPE_CHECKING:
@@ -266,9 +266,13 @@ class ClientConnection(ClientState, asyncio.Protocol):
         """nsqd's writes for compressed output (see :mod:`.framing`): separate TLS records."""
         codec, transport = self._codec, self.transport
         assert codec is not None and transport is not None
-        split = snappy_writes if isinstance(codec, SnappyCodec) else deflate_writes
-        for chunk in bufio_writes(frames, self.output_buffer_size):
-            for piece in split(codec.compress(chunk)):
+        if isinstance(codec, SnappyCodec):
+            for chunk in bufio_writes(frames, self.output_buffer_size):
+                for piece in snappy_writes(codec.compress(chunk)):
+                    transport.write(piece)
+            return
+        for batch in flushes(frames):
+            for piece in deflate_writes(codec.compress(batch)):
                 transport.write(piece)
 
     def upgrade(self, *, tls: bool, snappy: bool, deflate_level: int) -> Result:

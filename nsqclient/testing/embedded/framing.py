@@ -13,7 +13,8 @@ makes the same writes:
   chunk header and body); one that does not (12.5 % rule) is two writes: the 8-byte chunk header
   (with CRC), then the raw body. Measured on nsqd 1.3.0 over TLS: the OK after the upgrade
   arrives as records of 18 and 10 bytes, a 3,000-byte random message as 8 and 3,034.
-* deflate (``compress/flate``): its sync ``Flush`` writes what is pending, then the stored
+* deflate (``compress/flate``): it compresses across bufio's writes; its sync ``Flush`` (after
+  each response, and after a batch of messages) writes what is pending, then the stored
   block's length bytes (``00 00 ff ff``) as a write of their own. Go's exact cuts inside a block
   (its bit writer's 240-byte pieces, stored blocks written whole) are not modelled.
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["bufio_writes", "deflate_writes", "snappy_writes"]
+__all__ = ["bufio_writes", "deflate_writes", "flushes", "snappy_writes"]
 
 _MESSAGE: Final = 2  # frame type of a message; every other frame is flushed on its own
 _SYNC_MARKER: Final = b"\x00\x00\xff\xff"
@@ -57,6 +58,21 @@ def bufio_writes(frames: list[bytes], size: int) -> list[bytes]:
             buf.clear()
     if buf:
         out.append(bytes(buf))
+    return out
+
+
+def flushes(frames: list[bytes]) -> list[bytes]:
+    """``frames`` joined between nsqd's flushes (after every frame but a message): what one
+    compress/flate ``Flush`` covers, whatever the bufio size."""
+    out: list[bytes] = []
+    batch: list[bytes] = []
+    for frame in frames:
+        batch.append(frame)
+        if int.from_bytes(frame[4:8], "big") != _MESSAGE:
+            out.append(b"".join(batch))
+            batch.clear()
+    if batch:
+        out.append(b"".join(batch))
     return out
 
 

@@ -221,6 +221,8 @@ def parse_flags(
         elif key in DURATION_FLAGS:
             out[key] = go_duration_ms(value)
         elif key == "log_level":
+            if value.lower() not in _LOG_LEVELS:
+                raise ValueError(f"--log-level {value!r}: use one of {', '.join(_LOG_LEVELS)}")
             out[key] = _LOG_LEVELS[value.lower()]
         elif value.lower() in ("true", "false") and key != "tls_required":
             out[key] = value.lower() == "true"
