@@ -173,7 +173,6 @@ def latency_summary(latencies_ns: Iterable[int]) -> dict[str, float] | None:
     }
 
 
-
 def publish_result(
     *,
     duration_s: float,

@@ -91,24 +91,9 @@ def _setup_logging(debug: bool, verbose: bool) -> None:
 
 
 def _run_embedded_nsqd(argv: list[str], debug: bool) -> int:
-    import asyncio
-
     from ..testing import __main__ as embedded
 
-    parser = embedded.parser()
-    parser.prog = "nsqclient nsqd"
-    parser.epilog = (
-        "example:\n  nsqclient nsqd --lookupd --tcp-address 127.0.0.1:0 "
-        "--http-address 127.0.0.1:0 --env-file cluster.env"
-    )
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    args = parser.parse_args(argv)
-    try:
-        asyncio.run(embedded.serve(args))
-    except ValueError as exc:  # a bad flag value the server found (OSError: main says it)
-        _common.report(debug, _common.error_line("nsqd", exc), exc)
-        return _common.EXIT_ERROR
-    return _common.EXIT_OK
+    return embedded.main(argv, prog="nsqclient nsqd", debug=debug)
 
 
 _DIAGNOSTICS = ("--debug", "--verbose")

@@ -1,14 +1,21 @@
 """``python -m nsqclient.testing`` (also ``nsqclient-embedded-nsqd``): run the embedded nsqd
-(and nsqlookupd) from a shell. A test server, not a replacement for nsqd.
-
-Flags mirror nsqd's where they overlap; durations are milliseconds or Go durations (``500ms``,
-``2s``, ``1m30s``). Prints the listening addresses, then serves until SIGTERM or Ctrl-C, when it
-closes every connection and exits 0.
+(and nsqlookupd) from a shell, or stand in for ``nsqd`` / ``nsqlookupd`` in a test script.
 
     python -m nsqclient.testing --tcp-address 127.0.0.1:4150 --http-address 127.0.0.1:4151
     python -m nsqclient.testing --lookupd      # plus an embedded nsqlookupd it registers with
     python -m nsqclient.testing --lookupd --nsqd-count 3 --tcp-address 127.0.0.1:0 \
         --http-address 127.0.0.1:0 --env-file cluster.env   # a small cluster on free ports
+    python -m nsqclient.testing nsqd --data-path=/tmp -lookupd-tcp-address 127.0.0.1:4160
+    python -m nsqclient.testing nsqlookupd     # nsqlookupd alone
+    python -m nsqclient.testing shims DIR      # DIR/nsqd and DIR/nsqlookupd that run these two
+
+Every form takes nsqd's (or nsqlookupd's) own flags as Go parses them (``-flag``, ``--flag``,
+``-flag=value``, ``-flag value``); flags without meaning in memory (``--data-path``,
+``--statsd-*``, ...) are accepted and ignored, ``--verbose`` says which and copies the daemons'
+log lines to stderr. ``nsqd`` and ``nsqlookupd`` use the daemons' defaults (``0.0.0.0:4150``, ...);
+the plain form listens on 127.0.0.1 and adds ``--lookupd``, ``--nsqd-count``, ``--env-file``,
+``--lookupd-tcp-listen`` and ``--lookupd-http-listen``. Prints the listening addresses, then
+serves until SIGTERM or Ctrl-C, when it closes every connection and exits 0.
 
 ``--env-file`` writes the addresses in ``test_service/start.sh``'s ``cluster.env`` format
 (``NSQD_TCP_ADDRESSES=...``) once everything listens, for scripts and ``nsqclient-benchmark``.
@@ -16,25 +23,41 @@ closes every connection and exits 0.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import dataclasses
+import shlex
 import signal
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .embedded import EmbeddedLookupd, EmbeddedNsqd
-from .embedded.options import go_duration_ms, split_address
+from .embedded.goflags import NSQD_FLAGS, NSQLOOKUPD_FLAGS, Flag, FlagError, Parsed, parse, usage
+from .embedded.nsqd import VERSION
+from .embedded.options import split_address
+
+_OWN_FLAGS: Mapping[str, Flag] = {
+    "lookupd": Flag(boolean=True),
+    "nsqd-count": Flag(),
+    "env-file": Flag(),
+    "lookupd-tcp-listen": Flag(),
+    "lookupd-http-listen": Flag(),
+}
 
 
-def duration_ms(text: str) -> int:
-    """``"60000"`` (ms) or a Go duration (``"60s"``, ``"1m30s"``, ``"500ms"``) in milliseconds."""
-    if text.strip().isdigit():
-        return int(text)
-    try:
-        return go_duration_ms(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r}") from None
+@dataclasses.dataclass
+class Config:
+    """What to run: ``mode`` is ``embedded`` (the plain form), ``nsqd`` or ``nsqlookupd``."""
+
+    mode: str
+    flags: Parsed
+    verbose: bool = False
+    lookupd: bool = False
+    nsqd_count: int = 1
+    env_file: str | None = None
+    lookupd_tcp_listen: str = "127.0.0.1:4160"
+    lookupd_http_listen: str = "127.0.0.1:4161"
 
 
 def _prog() -> str:
@@ -42,47 +65,33 @@ def _prog() -> str:
     return name if name and name != "__main__.py" else "python -m nsqclient.testing"
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=_prog(),
-        description="Run nsqclient's embedded nsqd (and optionally nsqlookupd) in-process.",
+def configure(argv: Sequence[str]) -> Config:
+    """The command line as a :class:`Config`; raises FlagError (``help`` for ``-h``)."""
+    mode = "embedded"
+    if argv and argv[0] in ("nsqd", "nsqlookupd"):
+        mode, argv = argv[0], argv[1:]
+    table = {"nsqd": NSQD_FLAGS, "nsqlookupd": NSQLOOKUPD_FLAGS}.get(
+        mode, {**NSQD_FLAGS, **_OWN_FLAGS}
     )
-    p.add_argument("--tcp-address", default="127.0.0.1:4150", help="HOST:PORT for TCP clients")
-    p.add_argument("--http-address", default="127.0.0.1:4151", help="HOST:PORT for HTTP clients")
-    p.add_argument("--https-address", default=None, help="HOST:PORT for HTTPS (with TLS)")
-    p.add_argument("--broadcast-address", default=None, help="address registered with lookupd")
-    p.add_argument(
-        "--lookupd-tcp-address", action="append", default=[], help="lookupd TCP address (repeat)"
-    )
-    p.add_argument("--lookupd", action="store_true", help="also run an embedded nsqlookupd")
-    p.add_argument(
-        "--nsqd-count",
-        type=int,
-        default=1,
-        help="number of nsqd (the i-th listens on the given ports + 100*i, or free ports for 0)",
-    )
-    p.add_argument(
-        "--env-file", default=None, help="write the addresses here (cluster.env format) when up"
-    )
-    p.add_argument("--lookupd-tcp-listen", default="127.0.0.1:4160", help="its TCP HOST:PORT")
-    p.add_argument("--lookupd-http-listen", default="127.0.0.1:4161", help="its HTTP HOST:PORT")
-    p.add_argument("--msg-timeout", type=duration_ms, default=60_000)
-    p.add_argument("--max-msg-timeout", type=duration_ms, default=900_000)
-    p.add_argument("--max-req-timeout", type=duration_ms, default=3_600_000)
-    p.add_argument("--max-heartbeat-interval", type=duration_ms, default=60_000)
-    p.add_argument("--max-rdy-count", type=int, default=2500)
-    p.add_argument("--max-msg-size", type=int, default=1_048_576)
-    p.add_argument("--max-body-size", type=int, default=5_242_880)
-    p.add_argument("--mem-queue-size", type=int, default=10_000)
-    p.add_argument("--max-deflate-level", type=int, default=6)
-    p.add_argument("--tls-cert", default=None)
-    p.add_argument("--tls-key", default=None)
-    p.add_argument("--tls-root-ca-file", default=None)
-    p.add_argument("--tls-required", default="false", help="true, false or tcp-https")
-    p.add_argument("--auth-http-address", action="append", default=[])
-    p.add_argument("--snappy", default="true", choices=["true", "false"])
-    p.add_argument("--deflate", default="true", choices=["true", "false"])
-    return p
+    flags = parse(argv, table)
+    config = Config(mode, flags, verbose=flags.truthy("verbose"))
+    flags.pop("verbose")
+    if flags.pop("version"):
+        raise FlagError("version")
+    if mode == "embedded":
+        config.lookupd = flags.truthy("lookupd")
+        flags.pop("lookupd")
+        count = flags.pop("nsqd-count")
+        if count:
+            try:
+                config.nsqd_count = int(count[-1])
+            except ValueError:
+                raise FlagError(f"--nsqd-count: not a number: {count[-1]!r}") from None
+        env_file = flags.pop("env-file")
+        config.env_file = env_file[-1] if env_file else None
+        config.lookupd_tcp_listen = (flags.pop("lookupd-tcp-listen") or ["127.0.0.1:4160"])[-1]
+        config.lookupd_http_listen = (flags.pop("lookupd-http-listen") or ["127.0.0.1:4161"])[-1]
+    return config
 
 
 def _shifted(address: str, index: int) -> str:
@@ -92,35 +101,31 @@ def _shifted(address: str, index: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _nsqd(args: argparse.Namespace, index: int, lookupds: list[str]) -> EmbeddedNsqd:
-    tls_required: bool | str = args.tls_required
-    if args.tls_required in ("true", "false"):
-        tls_required = args.tls_required == "true"
-    https = _shifted(args.https_address, index) if args.https_address else None
+def _nsqd(config: Config, index: int, lookupds: list[str]) -> EmbeddedNsqd:
+    flags = dataclasses.replace(config.flags, values=list(config.flags.values))
+    if config.mode == "nsqd":  # nsqd's own defaults
+        tcp = flags.pop("tcp-address")[-1:] or ["0.0.0.0:4150"]
+        http = flags.pop("http-address")[-1:] or ["0.0.0.0:4151"]
+        https = flags.pop("https-address")[-1:] or (
+            ["0.0.0.0:4152"] if flags.get("tls-cert") else []
+        )
+    else:
+        tcp = flags.pop("tcp-address")[-1:] or ["127.0.0.1:4150"]
+        http = flags.pop("http-address")[-1:] or ["127.0.0.1:4151"]
+        https = flags.pop("https-address")[-1:]
+    node_id = flags.pop("node-id")[-1:]
     return EmbeddedNsqd(
-        _shifted(args.tcp_address, index),
-        _shifted(args.http_address, index),
-        https_address=https,
-        broadcast_address=args.broadcast_address,
+        _shifted(tcp[0], index),
+        _shifted(http[0], index),
+        https_address=_shifted(https[0], index) if https else None,
         lookupd_tcp_addresses=lookupds,
-        msg_timeout=args.msg_timeout,
-        max_msg_timeout=args.max_msg_timeout,
-        max_req_timeout=args.max_req_timeout,
-        max_heartbeat_interval=args.max_heartbeat_interval,
-        max_rdy_count=args.max_rdy_count,
-        max_msg_size=args.max_msg_size,
-        max_body_size=args.max_body_size,
-        mem_queue_size=args.mem_queue_size,
-        max_deflate_level=args.max_deflate_level,
-        tls_cert=args.tls_cert,
-        tls_key=args.tls_key,
-        tls_root_ca_file=args.tls_root_ca_file,
-        tls_required=tls_required,
-        auth_http_address=args.auth_http_address or None,
-        snappy=args.snappy == "true",
-        deflate=args.deflate == "true",
-        node_id=index,
+        node_id=int(node_id[0]) + index if node_id else index,
+        extra_args=flags.as_args(),
     )
+
+
+def _echo(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _write_env(
@@ -138,36 +143,51 @@ def _write_env(
     tmp.replace(target)  # atomic: a reader sees all of it or nothing
 
 
-async def serve(args: argparse.Namespace) -> None:
-    if args.nsqd_count < 1:
+async def serve(config: Config) -> None:
+    if config.nsqd_count < 1:
         raise ValueError("--nsqd-count must be at least 1")
+    if config.verbose:
+        for name in config.flags.ignored:
+            _echo(f"note: -{name} has no effect on the embedded server (ignored)")
+        if config.flags.rest:
+            _echo(f"note: arguments after the flags ignored: {' '.join(config.flags.rest)}")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     lookupd: EmbeddedLookupd | None = None
     nsqds: list[EmbeddedNsqd] = []
-    lookupds = list(args.lookupd_tcp_address)
+    lookupds: list[str] = []
     try:
-        if args.lookupd:
-            lookupd = await EmbeddedLookupd(
-                args.lookupd_tcp_listen, args.lookupd_http_listen
-            ).start()
+        if config.mode == "nsqlookupd":
+            flags = dataclasses.replace(config.flags, values=list(config.flags.values))
+            tcp = flags.pop("tcp-address")[-1:] or ["0.0.0.0:4160"]
+            http = flags.pop("http-address")[-1:] or ["0.0.0.0:4161"]
+            lookupd = EmbeddedLookupd(tcp[0], http[0], extra_args=flags.as_args())
+        elif config.lookupd:
+            lookupd = EmbeddedLookupd(config.lookupd_tcp_listen, config.lookupd_http_listen)
+        if lookupd is not None:
+            if config.verbose:
+                lookupd.log.echo = _echo
+            await lookupd.start()
             lookupds.append(lookupd.tcp_address)
             print(f"nsqlookupd TCP  {lookupd.tcp_address}", flush=True)
             print(f"nsqlookupd HTTP {lookupd.http_address}", flush=True)
-        for index in range(args.nsqd_count):
-            nsqd = _nsqd(args, index, lookupds)
+        for index in range(0 if config.mode == "nsqlookupd" else config.nsqd_count):
+            nsqd = _nsqd(config, index, lookupds)
+            if config.verbose:
+                nsqd.log.echo = _echo
             nsqds.append(nsqd)
             await nsqd.start()
             print(f"nsqd TCP  {nsqd.tcp_address}", flush=True)
             print(f"nsqd HTTP {nsqd.http_address}", flush=True)
             if nsqd.https_address:
                 print(f"nsqd HTTPS {nsqd.https_address}", flush=True)
-        if lookupd is not None:
+        if lookupd is not None and nsqds:
             await _wait_registered(lookupd, nsqds)
-        if args.env_file:
-            _write_env(args.env_file, nsqds, lookupds, lookupd.http_address if lookupd else "")
+        if config.env_file:
+            http_address = lookupd.http_address if lookupd else ""
+            _write_env(config.env_file, nsqds, lookupds, http_address)
         print("ready (SIGTERM or Ctrl-C stops)", flush=True)
         await stop.wait()
     finally:
@@ -193,12 +213,67 @@ async def _wait_registered(lookupd: EmbeddedLookupd, nsqds: list[EmbeddedNsqd]) 
             await asyncio.sleep(0.01)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+SHIM = """#!/bin/sh
+# {name} played by nsqclient's embedded server (written by python -m nsqclient.testing shims)
+exec {python} -m nsqclient.testing {name} "$@"
+"""
+
+
+def write_shims(folder: str) -> list[Path]:
+    """``folder/nsqd`` and ``folder/nsqlookupd``: executables that run the embedded ones with
+    this Python, for a PATH that a script calling ``nsqd`` / ``nsqlookupd`` uses."""
+    target = Path(folder)
+    target.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in ("nsqd", "nsqlookupd"):
+        path = target / name
+        path.write_text(SHIM.format(name=name, python=shlex.quote(sys.executable)), "utf-8")
+        path.chmod(0o755)
+        written.append(path)
+    return written
+
+
+EXAMPLE = "--lookupd --tcp-address 127.0.0.1:0 --http-address 127.0.0.1:0 --env-file cluster.env"
+
+
+def main(
+    argv: Sequence[str] | None = None, prog: str | None = None, *, debug: bool = False
+) -> int:
+    """Run the embedded server (or write the PATH shims); ``debug`` prints an error's traceback."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    prog = prog or _prog()
+    if args[:1] == ["shims"]:
+        if len(args) != 2:
+            print(f"usage: {prog} shims DIR", file=sys.stderr)
+            return 2
+        for path in write_shims(args[1]):
+            print(path)
+        print(f'put them first on PATH: export PATH="{Path(args[1]).resolve()}:$PATH"')
+        return 0
+    mode = args[0] if args[:1] in (["nsqd"], ["nsqlookupd"]) else ""
     try:
-        asyncio.run(serve(args))
+        config = configure(args)
+    except FlagError as exc:
+        if str(exc) == "version":
+            print(f"{mode or 'nsqd'} v{VERSION} (nsqclient embedded server)")
+            return 0
+        table = {"nsqd": NSQD_FLAGS, "nsqlookupd": NSQLOOKUPD_FLAGS}.get(
+            mode, {**NSQD_FLAGS, **_OWN_FLAGS}
+        )
+        text = usage(f"{prog} {mode}".strip(), table)
+        text += f"\n\nexample:\n  {prog} {EXAMPLE}\n  {prog} nsqd --data-path=/tmp"
+        text += f"\n  {prog} nsqlookupd\n  {prog} shims DIR"
+        if str(exc) == "help":
+            print(text)
+            return 0
+        print(f"{exc}\n{text}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(serve(config))
     except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        if debug:
+            traceback.print_exception(exc, file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1
     return 0
 

@@ -36,6 +36,7 @@ __all__ = ["embedded_cluster", "embedded_lookupd", "embedded_nsqd", "embedded_ns
 
 _DURATIONS = ("msg_timeout", "max_msg_timeout", "max_req_timeout", "max_heartbeat_interval")
 _NUMBERS = (
+    "tls_min_version",  # not a number, but passed through the same way
     "max_rdy_count",
     "max_msg_size",
     "max_body_size",

@@ -7,16 +7,24 @@ covers the state machine (§3), fatal vs non-fatal errors (§5) and the exact te
 
 from __future__ import annotations
 
+import json
+import random
+import socket
+import ssl
 import struct
+import urllib.request
+import zlib
 from collections.abc import Iterator
 
 import pytest
+import snappy
 
 from nsqclient.protocol import ErrorFrame, Heartbeat
+from nsqclient.testing.certs import CertBundle
 from nsqclient.testing.daemons import NsqdProcess
 from nsqclient.testing.embedded import ThreadedEmbeddedNsqd
 
-from ._raw import RawClient, identify_body, mpub_body, sized, transcript
+from ._raw import RawClient, host_port, identify_body, mpub_body, sized, transcript
 from .conftest import start_embedded, start_real
 
 pytestmark = pytest.mark.timeout(60)
@@ -241,3 +249,102 @@ async def test_command_cut_short(
     real, embedded = pair
     expected = await _partial(real.tcp_address, PARTIAL[name], eof=eof)
     assert await _partial(embedded.tcp_address, PARTIAL[name], eof=eof) == expected
+
+
+# -- how compressed output is cut into TLS records (nsqd's writes, see embedded/framing.py) --
+
+
+def _tls_records(address: str, compression: str, body: bytes, http_address: str) -> list[int]:
+    """Sizes of the TLS records (one ``recv`` each) after ``compression`` is on: the upgrade's
+    OK, then SUB's OK and one published message, read until their bytes are all in."""
+    host, port = host_port(address)
+    with socket.create_connection((host, port), timeout=10) as raw:
+        ident = json.dumps({"tls_v1": True, compression: True, "feature_negotiation": True})
+        raw.sendall(b"  V2" + sized(b"IDENTIFY\n", ident.encode()))
+        header = _recv_exact(raw, 8)
+        _recv_exact(raw, struct.unpack(">I", header[:4])[0] - 4)
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        with context.wrap_socket(raw, server_hostname="localhost") as tls:
+            assert _recv_exact(tls, 10).endswith(b"OK")  # TLS's OK, before compression
+            sizes = _records(tls, 10)  # the compressed OK (its encoded size is unknown)
+            with urllib.request.urlopen(f"http://{http_address}/pub?topic=rec", body, timeout=10):
+                pass
+            command = b"SUB rec c\nRDY 1\n"
+            if compression == "snappy":
+                tls.sendall(bytes(snappy.StreamCompressor().add_chunk(command)))
+            else:
+                codec = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+                tls.sendall(codec.compress(command) + codec.flush(zlib.Z_SYNC_FLUSH))
+            return sizes + _records(tls, 10 + 34 + len(body))
+
+
+def _recv_exact(sock: socket.socket, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        assert chunk, "closed"
+        data += chunk
+    return data
+
+
+def _records(tls: ssl.SSLSocket, payload: int) -> list[int]:
+    """Record sizes until ``payload`` bytes of NSQ frames (snappy: plus its framing) are in;
+    for deflate, until the sync marker after the last frame."""
+    sizes: list[int] = []
+    seen = b""
+    while True:
+        chunk = tls.recv(65536)
+        assert chunk, "closed"
+        sizes.append(len(chunk))
+        seen += chunk
+        if seen.endswith(b"\x00\x00\xff\xff") or _snappy_payload(seen) >= payload:
+            return sizes
+
+
+def _snappy_payload(stream: bytes) -> int:
+    """Uncompressed bytes held by the complete snappy chunks at the start of ``stream``."""
+    total = pos = 0
+    while pos + 4 <= len(stream):
+        kind = stream[pos]
+        end = pos + 4 + int.from_bytes(stream[pos + 1 : pos + 4], "little")
+        if end > len(stream):
+            break
+        if kind == 0x01:
+            total += end - pos - 8
+        elif kind == 0x00:
+            total += len(snappy.uncompress(stream[pos + 8 : end]))
+        pos = end
+    return total
+
+
+@pytest.fixture(scope="module")
+def tls_pair(certs: CertBundle) -> Iterator[tuple[NsqdProcess, ThreadedEmbeddedNsqd]]:
+    options = {"tls_cert": certs.server_cert, "tls_key": certs.server_key}
+    real = start_real(**options)
+    embedded = start_embedded(**options)
+    yield real, embedded
+    real.stop()
+    embedded.stop()
+
+
+def test_snappy_chunks_reach_the_client_in_the_same_tls_records(
+    tls_pair: tuple[NsqdProcess, ThreadedEmbeddedNsqd],
+) -> None:
+    # an incompressible body: golang/snappy writes the chunk header and the raw body apart
+    body = random.Random(7).randbytes(3000)
+    real, embedded = (_tls_records(s.tcp_address, "snappy", body, s.http_address) for s in tls_pair)
+    # stream id + header with the upgrade's OK, its body; SUB's OK likewise; the message likewise
+    assert real == [18, 10, 8, 10, 8, 3034]
+    assert embedded == real
+
+
+def test_deflate_flushes_end_with_the_sync_marker_apart(
+    tls_pair: tuple[NsqdProcess, ThreadedEmbeddedNsqd],
+) -> None:
+    body = b"compressible " * 200
+    for server in tls_pair:
+        sizes = _tls_records(server.tcp_address, "deflate", body, server.http_address)
+        # every flush (upgrade OK; SUB's OK; the message) ends with its own 4-byte record
+        assert len(sizes) >= 2 and sizes[-1] == 4, (server, sizes)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ssl
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -152,3 +153,51 @@ async def test_tls_required_true_refuses_plain_http(
     body = response.json()
     assert body["message"] == "TLS_REQUIRED" and body["https_port"] > 0
     assert response.content.startswith(b'{"message": "TLS_REQUIRED", "https_port": ')
+
+
+_VERSIONS = {
+    "TLSv1": ssl.TLSVersion.TLSv1,
+    "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+    "TLSv1.2": ssl.TLSVersion.TLSv1_2,
+    "TLSv1.3": ssl.TLSVersion.TLSv1_3,
+}
+
+
+async def _handshakes(server: Any, certs: CertBundle, name: str) -> bool:
+    """Whether a client that speaks only TLS version ``name`` completes the upgrade."""
+    context = client_context(certs)
+    context.set_ciphers("DEFAULT:@SECLEVEL=0")  # OpenSSL 3 refuses TLS < 1.2 above level 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # TLSv1 / TLSv1_1 names
+        context.minimum_version = context.maximum_version = _VERSIONS[name]
+    client = await RawClient.connect(server.tcp_address)
+    reply = await client.identify(feature_negotiation=True, tls_v1=True)
+    assert isinstance(reply, dict) and reply["tls_v1"]
+    try:
+        await client.start_tls(context)
+        return await client.handshake_response() == b"OK"
+    except (ssl.SSLError, ConnectionError):
+        return False
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize(
+    ("minimum", "accepted"),
+    [
+        (None, ["TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"]),  # nsqd's default: tls1.0
+        ("tls1.2", ["TLSv1.2", "TLSv1.3"]),
+        ("tls1.3", ["TLSv1.3"]),
+    ],
+)
+async def test_tls_min_version(
+    make_nsqd: Factory,
+    certs: CertBundle,
+    tmp_certs: dict[str, Any],
+    minimum: str | None,
+    accepted: list[str],
+) -> None:
+    server = make_nsqd(**tmp_certs, **({"tls_min_version": minimum} if minimum else {}))
+    assert [name for name in _VERSIONS if await _handshakes(server, certs, name)] == accepted
+    expected = {None: 0x0301, "tls1.2": 0x0303, "tls1.3": 0x0304}[minimum]
+    assert (await http(server, "GET", "/config/tls_min_version")).json() == expected

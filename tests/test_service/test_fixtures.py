@@ -11,18 +11,29 @@ from pathlib import Path
 
 import pytest
 
+from nsqclient.testing._process import find_nsq_binary
+
 REPO = Path(__file__).resolve().parents[2]
 CONFTEST = REPO / "tests" / "conftest.py"
 
 pytestmark = pytest.mark.timeout(90)
 
 
+@pytest.fixture(scope="module")
+def bin_dir() -> str:
+    """Where this run finds nsqd ($NSQ_BIN_DIR, this checkout's test_service/.bin or PATH);
+    module-scoped so it is looked up from the checkout, before pytester changes the folder."""
+    return str(find_nsq_binary("nsqd").parent)
+
+
 @pytest.fixture
-def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+def inner(
+    bin_dir: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> pytest.Pytester:
     """A pytester folder with our conftest, importing this repository's packages."""
     monkeypatch.setenv("PYTHONPATH", str(REPO))
-    # the inner run's folder is outside the checkout, so its test_service/.bin is named
-    monkeypatch.setenv("NSQ_BIN_DIR", str(REPO / "test_service" / ".bin"))
+    # the inner run's folder is outside the checkout, so the binaries this run uses are named
+    monkeypatch.setenv("NSQ_BIN_DIR", bin_dir)
     pytester.makeconftest(CONFTEST.read_text())
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     return pytester

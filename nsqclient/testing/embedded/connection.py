@@ -19,6 +19,7 @@ from ...protocol.frames import encode_error, encode_message, encode_response
 from .auth import common_name
 from .client import ClientState
 from .commands import Need, Result, execute
+from .framing import bufio_writes, deflate_writes, flushes, snappy_writes
 from .wire import ClientError
 
 if TYPE_CHECKING:
@@ -253,11 +254,26 @@ class ClientConnection(ClientState, asyncio.Protocol):
         if not out or self.transport is None or self.closed:
             out.clear()
             return
+        if self._codec is not None:
+            self._write_compressed(out)
+            out.clear()
+            return
         data = b"".join(out) if len(out) > 1 else out[0]
         out.clear()
-        if self._codec is not None:
-            data = self._codec.compress(data)
         self.transport.write(data)
+
+    def _write_compressed(self, frames: list[bytes]) -> None:
+        """nsqd's writes for compressed output (see :mod:`.framing`): separate TLS records."""
+        codec, transport = self._codec, self.transport
+        assert codec is not None and transport is not None
+        if isinstance(codec, SnappyCodec):
+            for chunk in bufio_writes(frames, self.output_buffer_size):
+                for piece in snappy_writes(codec.compress(chunk)):
+                    transport.write(piece)
+            return
+        for batch in flushes(frames):
+            for piece in deflate_writes(codec.compress(batch)):
+                transport.write(piece)
 
     def upgrade(self, *, tls: bool, snappy: bool, deflate_level: int) -> Result:
         """IDENTIFY's upgrades, in nsqd's order, each confirmed with ``OK``.

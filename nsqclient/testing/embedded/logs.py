@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Final
 
 __all__ = ["LogBuffer"]
@@ -25,6 +26,7 @@ class LogBuffer:
     def __init__(self, name: str, *, maxlen: int = 5000) -> None:
         self.name = name
         self.level = 2
+        self.echo: Callable[[str], None] | None = None  # also hand each line here (CLI: stderr)
         self._lines: deque[tuple[int, str]] = deque(maxlen=maxlen)  # (offset, line)
         self._size = 0
         self._lock = threading.Lock()
@@ -41,6 +43,8 @@ class LogBuffer:
             self._lines.append((self._size, line))
             self._size += len(line) + 1
         self._logger.debug("%s %s", level, text)
+        if self.echo is not None:
+            self.echo(line)
 
     def text(self, since: int = 0) -> str:
         """Lines logged from offset ``since`` on (see :meth:`size`), oldest first."""

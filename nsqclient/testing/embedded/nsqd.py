@@ -22,6 +22,7 @@ import os
 import socket
 import ssl
 import time
+import warnings
 from collections.abc import Awaitable, Sequence
 from types import TracebackType
 from typing import Any, Final
@@ -32,7 +33,7 @@ from .httpserver import HttpServer, stop_accepting
 from .logs import LogBuffer
 from .lookup_peer import LookupPeer, lookupd_channels, register
 from .nsqd_http import NsqdHttpApi
-from .options import NsqdOptions, parse_flags, split_address
+from .options import TLS_MIN_VERSIONS, NsqdOptions, parse_flags, split_address
 from .topic import Broker
 
 __all__ = ["EmbeddedNsqd"]
@@ -57,7 +58,6 @@ _IGNORED_FLAGS: Final = frozenset(  # nsqd flags with no effect on an in-memory 
         "e2e_processing_latency_percentile",
         "e2e_processing_latency_window_time",
         "log_prefix",
-        "tls_min_version",
         "config",
         "broadcast_tcp_port",
         "broadcast_http_port",
@@ -411,6 +411,14 @@ class EmbeddedNsqd:
         assert opts.tls_cert and opts.tls_key
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(opts.tls_cert, opts.tls_key)
+        minimum = TLS_MIN_VERSIONS[opts.tls_min_version][0]
+        if minimum < ssl.TLSVersion.TLSv1_2:
+            # nsqd 1.3.0 accepts TLS 1.0 by default; OpenSSL 3 refuses below 1.2 at its default
+            # security level 1+, so drop to level 0 (a test server: old clients must connect)
+            context.set_ciphers("DEFAULT:@SECLEVEL=0")
+        with warnings.catch_warnings():  # TLSv1 / TLSv1_1 are deprecated names since 3.10
+            warnings.simplefilter("ignore", DeprecationWarning)
+            context.minimum_version = minimum
         if opts.tls_root_ca_file:
             context.load_verify_locations(opts.tls_root_ca_file)
         if opts.tls_client_auth_policy:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import dataclasses
 import re
 import socket
+import ssl
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["NsqdOptions", "go_duration_ms", "parse_flags", "split_address"]
+__all__ = ["TLS_MIN_VERSIONS", "NsqdOptions", "go_duration_ms", "parse_flags", "split_address"]
 
 _NS_PER_MS = 1_000_000
 
@@ -23,6 +24,17 @@ def split_address(address: str) -> tuple[str, int]:
     if not sep:
         raise ValueError(f"address {address!r} is not HOST:PORT")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+# --tls-min-version: the ssl minimum and the value /config/tls_min_version reports (Go's uint16).
+# OpenSSL 3 builds usually lack SSL 3.0, so "ssl3.0" allows what the build still has (TLS 1.0).
+TLS_MIN_VERSIONS: Final = {
+    "ssl3.0": (ssl.TLSVersion.MINIMUM_SUPPORTED, 0x0300),
+    "tls1.0": (ssl.TLSVersion.TLSv1, 0x0301),
+    "tls1.1": (ssl.TLSVersion.TLSv1_1, 0x0302),
+    "tls1.2": (ssl.TLSVersion.TLSv1_2, 0x0303),
+    "tls1.3": (ssl.TLSVersion.TLSv1_3, 0x0304),
+}
 
 
 @dataclasses.dataclass
@@ -55,6 +67,7 @@ class NsqdOptions:
     tls_required: bool | str = False  # True, False or "tcp-https"
     tls_client_auth_policy: str | None = None
     tls_root_ca_file: str | None = None
+    tls_min_version: str = "tls1.0"
     auth_http_addresses: tuple[str, ...] = ()
     http_client_connect_timeout: int = 2_000
     http_client_request_timeout: int = 5_000
@@ -76,6 +89,10 @@ class NsqdOptions:
             raise ValueError("cannot require TLS client connections without TLS key and cert")
         if self.tls_client_auth_policy not in (None, "", "require", "require-verify"):
             raise ValueError("tls_client_auth_policy must be 'require' or 'require-verify'")
+        self.tls_min_version = self.tls_min_version.lower()
+        if self.tls_min_version not in TLS_MIN_VERSIONS:
+            choices = ", ".join(TLS_MIN_VERSIONS)
+            raise ValueError(f"--tls-min-version {self.tls_min_version!r}: use one of {choices}")
         split_address(self.tcp_address)
         split_address(self.http_address)
         self.lookupd_tcp_addresses = tuple(self.lookupd_tcp_addresses)
@@ -130,7 +147,7 @@ class NsqdOptions:
             "tls_client_auth_policy": self.tls_client_auth_policy or "",
             "tls_root_ca_file": self.tls_root_ca_file or "",
             "tls_required": {False: 0, "tcp-https": 1, True: 2}[self.tls_required],
-            "tls_min_version": 0x0301,
+            "tls_min_version": TLS_MIN_VERSIONS[self.tls_min_version][1],
             "deflate": self.deflate,
             "max_deflate_level": self.max_deflate_level,
             "snappy": self.snappy,
@@ -204,6 +221,8 @@ def parse_flags(
         elif key in DURATION_FLAGS:
             out[key] = go_duration_ms(value)
         elif key == "log_level":
+            if value.lower() not in _LOG_LEVELS:
+                raise ValueError(f"--log-level {value!r}: use one of {', '.join(_LOG_LEVELS)}")
             out[key] = _LOG_LEVELS[value.lower()]
         elif value.lower() in ("true", "false") and key != "tls_required":
             out[key] = value.lower() == "true"
