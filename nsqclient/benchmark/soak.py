@@ -471,13 +471,19 @@ def main(argv: Sequence[str] | None = None, prog: str = "nsqclient-benchmark soa
         backend=args.backend,
     )
     # the cuts are the point: the clients' connection-loss warnings would drown the samples
-    logging.getLogger("nsqclient").setLevel(logging.ERROR)
+    # (and restored after, for a caller that runs this in its own process, as the tests do)
+    clients_log = logging.getLogger("nsqclient")
+    level = clients_log.level
+    clients_log.setLevel(logging.ERROR)
 
     def say(line: str) -> None:
         if not args.quiet:
             print(line, file=sys.stderr, flush=True)
 
-    report = asyncio.run(run_soak(settings, say))
+    try:
+        report = asyncio.run(run_soak(settings, say))
+    finally:
+        clients_log.setLevel(level)
     text = json.dumps(report, indent=2)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

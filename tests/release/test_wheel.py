@@ -179,7 +179,7 @@ def test_console_scripts_run(installed: Installed) -> None:
     bench = checked(installed.run(installed.bin("nsqclient-benchmark"), "--help"))
     assert "usage: nsqclient-benchmark" in bench and "--profile" in bench
     embedded = checked(installed.run(installed.bin("nsqclient-embedded-nsqd"), "--help"))
-    assert "usage: nsqclient-embedded-nsqd" in embedded
+    assert "Usage of nsqclient-embedded-nsqd" in embedded and "-data-path" in embedded
     moved = installed.run(installed.bin("nsqclient-benchmark"), "compare")
     assert moved.returncode == 2 and "python -m benchmarks.compare" in moved.stderr
 

@@ -335,7 +335,7 @@ def test_a_close_that_abandons_hung_handlers_says_so_with_the_right_figures(
     reader = SyncReader(
         topic, "c", nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=5, close_timeout=500
     )
-    caplog.set_level(logging.WARNING)
+    caplog.set_level(logging.WARNING, logger="nsqclient")
     try:
         reader.run(handler, threads=2, timeout=DEADLINE)
     finally:
