@@ -100,8 +100,7 @@ async def consume(a: argparse.Namespace) -> dict[str, Any]:
         **options,
     )
     stop = asyncio.Event()
-    t0 = _perf()
-    rec = Recorder(a.expect, a.nsqd_count, a.bucket_ms / 1000.0, t0)
+    rec = Recorder(a.expect, a.nsqd_count, a.bucket_ms / 1000.0, _perf())
     record, finish = rec.record, rec.finish
     concurrency = a.concurrency or a.max_in_flight
     if a.handler_ms <= 0:
@@ -127,7 +126,7 @@ async def consume(a: argparse.Namespace) -> dict[str, Any]:
     if a.stop_on_stdin:
         _watch_stdin(asyncio.get_running_loop(), stop)
     cpu0 = _cpu_s()
-    t0 = rec.t0 = _perf()
+    t0 = rec.t0 = _perf()  # the clock starts here, as go-nsq's at ConnectToNSQLookupd
     start_unix = time.time()
     await reader.start()
     try:
