@@ -1,7 +1,8 @@
 """Per-nsqd deliveries over time, one panel per (scenario, client): a heat map with one row per
 nsqd and one column per time bucket (needs matplotlib, the ``plot`` extra; imported only when
-a plot is asked for). First deliveries are dots; the hot-spot phases are dashed lines with the
-hot nsqd of each marked."""
+a plot is asked for). Streaming scenarios show msg/s; preloaded ones the share of each nsqd's
+messages handled so far (rotation shows as a staircase). First deliveries are dots; the
+hot-spot phases are dashed lines with the hot nsqd of each marked."""
 
 from __future__ import annotations
 
@@ -19,6 +20,17 @@ def matplotlib_missing() -> str | None:
     except ImportError:
         return "matplotlib is not installed (pip install 'nsqclient[plot]'): no plot drawn"
     return None
+
+
+PRELOADED = ("spread", "low-mif", "skewed")
+
+
+def _cumulative_share(row: list[int], given: int) -> list[float]:
+    out, done = [], 0
+    for n in row:
+        done += n
+        out.append(done / given if given else 0.0)
+    return out
 
 
 def write_fleet_plot(path: str | Path, results: Sequence[dict[str, Any]], title: str) -> int:
@@ -44,17 +56,26 @@ def write_fleet_plot(path: str | Path, results: Sequence[dict[str, Any]], title:
         bucket = float(run["bucket_s"])
         timeline = run["timeline"]
         grid = [list(col) for col in zip(*timeline, strict=True)]  # nsqd x bucket
-        rate = [[n / bucket for n in row] for row in grid]
+        preloaded = result["scenario"] in PRELOADED
+        if preloaded:  # a rate would be a thin stripe per nsqd: colour what is done so far
+            values = [
+                _cumulative_share(row, given)
+                for row, given in zip(grid, run["published"], strict=True)
+            ]
+            label = "share handled"
+        else:
+            values = [[n / bucket for n in row] for row in grid]
+            label = "msg/s"
         end = len(timeline) * bucket
         image = ax.imshow(
-            rate,
+            values,
             aspect="auto",
             origin="lower",
             interpolation="nearest",
             extent=(0.0, end, -0.5, len(grid) - 0.5),
             cmap="viridis",
         )
-        fig.colorbar(image, ax=ax, pad=0.01, label="msg/s")
+        fig.colorbar(image, ax=ax, pad=0.01, label=label)
         firsts = [(f, i) for i, f in enumerate(run["first_s"]) if f is not None]
         if firsts:
             ax.scatter(
@@ -69,10 +90,10 @@ def write_fleet_plot(path: str | Path, results: Sequence[dict[str, Any]], title:
         for hot, lo, _hi in run.get("phases") or []:
             ax.axvline(lo, color="white", linestyle="--", linewidth=0.8)
             ax.annotate(f"-> nsqd {hot}", (lo, hot), color="white", fontsize=7)
-        label = f"{result['scenario']} / {result['client']}" + (
+        title_ = f"{result['scenario']} / {result['client']}" + (
             f" ({part})" if part != "fleet" else ""
         )
-        ax.set_title(label, loc="left", fontsize=10, fontweight="bold")
+        ax.set_title(title_, loc="left", fontsize=10, fontweight="bold")
         ax.set_ylabel("nsqd")
         ax.set_xlim(0, end)
     axes[-1, 0].set_xlabel("seconds since the consumer started")
