@@ -271,6 +271,12 @@ def _rate(run: dict[str, Any]) -> float | None:
     return run["unique"] / done if done else None
 
 
+def _rate_from_first(run: dict[str, Any]) -> float | None:
+    """msg/s from the first delivery on: without the time to discover and connect."""
+    done, firsts = run.get("done_s"), [f for f in run["first_s"] if f is not None]
+    return run["unique"] / (done - min(firsts)) if done and firsts and done > min(firsts) else None
+
+
 def window_counts(run: dict[str, Any], lo: float, hi: float) -> list[int]:
     """Deliveries per nsqd in the buckets that lie within [lo, hi) seconds (bucket edges)."""
     bucket = float(run["bucket_s"])
@@ -317,6 +323,8 @@ def figures(s: Settings, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "msg_s": fleet_rate,
             "single_msg_s": one_rate,
             "ratio": fleet_rate / one_rate if fleet_rate and one_rate else None,
+            "msg_s_from_first_delivery": _rate_from_first(run),
+            "single_msg_s_from_first_delivery": _rate_from_first(one),
             "cpu_us_per_msg": cpu_us,
             "single_cpu_us_per_msg": one["cpu_s"] / one["unique"] * 1e6 if one["unique"] else None,
             "nsqd_cpu_us_per_msg": _nsqd_cpu_us(run),
