@@ -11,6 +11,8 @@
 // the handler), drain (consume a channel the harness preloaded). Bodies carry an 8-byte
 // big-endian sequence id and an 8-byte big-endian publish time (Unix ns), so loss and duplicates
 // are counted exactly. GO_MAX_PROCS=n (environment) sets runtime.GOMAXPROCS(n).
+//
+//	gobench fleet --lookupd-http ADDR ... -> the fleet benchmark's consumer (fleet.go)
 package main
 
 import (
@@ -86,6 +88,8 @@ type options struct {
 }
 
 var scenarios = []string{"pub", "pub-async", "mpub", "e2e", "drain"}
+
+func runtimeGoMaxProcs() int { return runtime.GOMAXPROCS(0) }
 
 func runtimeName() string {
 	return fmt.Sprintf("%s GOMAXPROCS=%d", runtime.Version(), runtime.GOMAXPROCS(0))
@@ -476,7 +480,7 @@ func main() {
 		runtime.GOMAXPROCS(n)
 	}
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: gobench list | gobench run --scenario NAME ...")
+		fmt.Fprintln(os.Stderr, "usage: gobench list | gobench run --scenario NAME ... | gobench fleet ...")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -488,9 +492,12 @@ func main() {
 		emit(map[string]any{
 			"nsqbench": 1, "client": "go-nsq", "version": goNsqVersion,
 			"runtime": runtimeName(), "gomaxprocs": runtime.GOMAXPROCS(0), "scenarios": sc,
+			"fleet": "ok",
 		})
 	case "run":
 		os.Exit(run(os.Args[2:]))
+	case "fleet":
+		os.Exit(runFleet(os.Args[2:]))
 	default:
 		fmt.Fprintf(os.Stderr, "gobench: unknown command %q\n", os.Args[1])
 		os.Exit(2)
