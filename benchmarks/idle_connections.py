@@ -2,7 +2,8 @@
 
 One Reader subscribes (RDY > 0 on every connection, nothing published) to N nsqd, then sits
 idle; the client process's CPU over the window is measured with ``time.process_time`` and its
-RSS growth per connection from ``/proc/self/status``. The nsqd are the embedded server, all N in
+RSS growth per connection from ``/proc/self/status`` (and the Python heap per connection from
+``tracemalloc``, stopped before the CPU window). The nsqd are the embedded server, all N in
 ONE other process (``--serve``), so their CPU is not counted; ``--real`` starts real nsqd
 processes from ``test_service/.bin`` instead (slow to start at 256). At the end every connection
 must still be open and have answered nsqd's heartbeats (nsqd closes a client that misses two),
@@ -20,6 +21,7 @@ import json
 import subprocess
 import sys
 import time
+import tracemalloc
 from typing import Any
 
 
@@ -86,6 +88,7 @@ async def _measure(addresses: list[str], seconds: float, heartbeat_ms: int) -> d
 
     n = len(addresses)
     rss_before = _rss_kib()
+    tracemalloc.start()  # Python heap per connection; stopped before the CPU window
     reader = Reader(
         "idle-bench",
         "idle",
@@ -105,6 +108,8 @@ async def _measure(addresses: list[str], seconds: float, heartbeat_ms: int) -> d
     else:
         raise SystemExit(f"only {len(reader.connections)} of {n} connections came up with RDY")
     await asyncio.sleep(1.0)  # let the connect burst settle
+    heap = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
     rss_after = _rss_kib()
     wall0, cpu0 = time.perf_counter(), time.process_time()
     beats0 = sum(c.heartbeats_received for c in reader.connections)
@@ -120,6 +125,7 @@ async def _measure(addresses: list[str], seconds: float, heartbeat_ms: int) -> d
         "cpu_percent_of_core": round(100 * cpu / wall, 3),
         "cpu_us_per_connection_second": round(1e6 * cpu / wall / n, 2),
         "rss_kib_per_connection": round((rss_after - rss_before) / n, 1),
+        "py_heap_kib_per_connection": round(heap / 1024 / n, 1),
         "heartbeats_in_window": sum(beats) - beats0,
         "min_heartbeats_per_connection": min(beats) if beats else 0,
     }

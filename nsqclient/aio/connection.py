@@ -868,8 +868,11 @@ class Connection(asyncio.Protocol):
         if self.state is ConnectionState.CLOSED:
             return
         now = loop.time()
-        if self._heartbeats_off and not self._pending and not self._decoder.buffered:
-            self._last_read = now  # no heartbeats and no reply awaited: silence is expected
+        if not self._pending:
+            # a stale deadline would stop request() from arming for an earlier one
+            self._next_deadline = _INF
+            if self._heartbeats_off and not self._decoder.buffered:
+                self._last_read = now  # no heartbeats and no reply awaited: silence is expected
         paused = self._write_paused_at
         if paused is not None:
             transport = self._transport

@@ -471,6 +471,32 @@ async def test_an_idle_connection_wakes_about_once_per_heartbeat_not_per_tick(
         assert len(wakes) <= 6, wakes  # about one per heartbeat, never per 250 ms
 
 
+async def test_a_request_deadline_after_an_answered_one_is_still_enforced_on_time(
+    nsqd: NsqdProcess,
+) -> None:
+    """The timer is armed per pending stretch: after one request was answered and its
+    deadline's wake-up found nothing pending, the next request's deadline must arm it again
+    (not wait for the 10 s silence bound)."""
+    conn = make_connection(nsqd, Collector(), heartbeat_interval=5000)
+    await conn.connect()
+    wakes: list[None] = []
+    check = conn._check
+
+    def counted() -> None:
+        wakes.append(None)
+        check()
+
+    conn._check = counted  # type: ignore[method-assign]
+    assert await conn.request(pub(unique(), b"answered"), timeout=0.3) == b"OK"
+    await wait_for(lambda: wakes, what="the wake-up at the answered request's deadline")
+    with frozen(nsqd):
+        with pytest.raises(NSQTimeoutError) as info:
+            await asyncio.wait_for(conn.request(pub(unique(), b"late"), timeout=0.3), 5.0)
+        assert not isinstance(info.value, ConnectionClosedError)
+        assert "before the timeout" in str(info.value)
+    conn.abort()
+
+
 async def test_silence_is_declared_within_two_heartbeat_intervals_as_before(
     nsqd: NsqdProcess,
 ) -> None:
