@@ -10,15 +10,17 @@ error frame fails exactly the command it answers; the three non-fatal response e
 (E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED) go to the owner and the connection stays up; any
 other error closes the connection and fails everything still pending on it.
 
-Liveness: one timer per connection ticks a few times a second. It declares the connection dead
-when no complete frame was decoded for two heartbeat intervals (bytes alone do not count: a
-damaged size field leaves a partial frame that heartbeats keep growing but never complete, so a
-frame must complete within that bound), when the oldest pending request is past its deadline and
-nothing was answered for ``publish_timeout`` (replies come in order: nothing behind it can be
-answered either), and when writes stayed paused longer than ``write_timeout``. It also fails
-pending requests whose deadline passed, so no per-request timer is ever created.
+Liveness: each connection arms one timer, only for when something can next become due (see
+:mod:`nsqclient.flow.liveness`, which decides), so an idle connection wakes about once per
+heartbeat interval. It declares the connection dead when no complete frame was decoded for two
+heartbeat intervals (bytes alone do not count: a damaged size field leaves a partial frame that
+heartbeats keep growing but never complete, so a frame must complete within that bound), when the
+oldest pending request is past its deadline and nothing was answered for ``publish_timeout``
+(replies come in order: nothing behind it can be answered either), and when writes stayed paused
+longer than ``write_timeout``. It also fails pending requests whose deadline passed, so no
+per-request timer is ever created. The read path only records a timestamp.
 
-(Longer than most modules: the handshake, the read path, write coalescing and the ticker share
+(Longer than most modules: the handshake, the read path, write coalescing and the timer share
 the transport, the decoder and the pending-reply FIFO, and the read and write paths are the
 per-message hot paths; one class keeps each step one attribute away, with no hop per message.)
 """
@@ -47,6 +49,7 @@ from ..errors import (
     TLSError,
     WrongPortError,
 )
+from ..flow import liveness
 from ..flow.requeue import requeue_delay_ms
 from ..message import Message
 from ..protocol import commands
@@ -201,7 +204,8 @@ class Connection(asyncio.Protocol):
         self._next_deadline = float("inf")
         self._closed_future: asyncio.Future[None] | None = None
         self._close_wait: asyncio.Future[None] | None = None
-        self._ticker: asyncio.TimerHandle | None = None
+        self._wake: asyncio.TimerHandle | None = None  # the liveness timer, when armed
+        self._wake_at = _INF  # when it fires (inf: not armed)
         self._last_read = 0.0  # when the last complete frame was decoded (after the handshake)
         #: since when the oldest pending request has waited: its send, or the previous reply
         self._waiting_since = 0.0
@@ -214,7 +218,6 @@ class Connection(asyncio.Protocol):
         #: without heartbeats silence is only suspicious while a reply is awaited
         self._heartbeats_off = hb < 0
         self._dead_after = 2 * hb_s if hb >= 0 else config.sec.read_timeout
-        self._tick_interval = min(0.25, hb_s / 4)
 
     # ------------------------------------------------------------------ setup
 
@@ -253,7 +256,7 @@ class Connection(asyncio.Protocol):
                 raise
             raise error from exc
         self.state = ConnectionState.CONNECTED
-        self._start_ticker()
+        self._check()
         assert self.identify_response is not None
         return self.identify_response
 
@@ -513,9 +516,10 @@ class Connection(asyncio.Protocol):
         self.state = ConnectionState.CLOSED
         if self.close_exception is None:
             self.close_exception = exc
-        if self._ticker is not None:
-            self._ticker.cancel()
-            self._ticker = None
+        if self._wake is not None:
+            self._wake.cancel()
+            self._wake = None
+            self._wake_at = _INF
         self._wbuf.clear()
         self._wrest = None
         cause = self.close_exception
@@ -558,6 +562,9 @@ class Connection(asyncio.Protocol):
         self._write_paused_at = self._loop.time()
         transport = self._transport
         self._paused_buffer_size = transport.get_write_buffer_size() if transport else 0
+        due = self._write_paused_at + self.config.sec.write_timeout
+        if due < self._wake_at and self.state is not ConnectionState.CLOSED:
+            self._arm(due)
 
     def resume_writing(self) -> None:
         """asyncio.Protocol callback: the buffer drained; flush held-back writes, wake drain()."""
@@ -588,7 +595,7 @@ class Connection(asyncio.Protocol):
             self._wrest = None
             return
         if self._write_paused_at is not None and not force:
-            return  # resume_writing() flushes; meanwhile the ticker enforces write_timeout
+            return  # resume_writing() flushes; meanwhile the timer enforces write_timeout
         if self._wrest is not None and not self._write_big(None, force):
             return  # paused again before the rest of an earlier big batch went out
         buf = self._wbuf
@@ -634,8 +641,8 @@ class Connection(asyncio.Protocol):
     def request(self, data: bytes, timeout: float | None = None) -> asyncio.Future[bytes]:
         """Queue a reply-producing command; the future gets the response payload or the error.
 
-        The deadline (``timeout`` seconds) is enforced by the connection's ticker, which fails
-        the future with NSQTimeoutError; the reply, if it comes later, is consumed and dropped.
+        The deadline (``timeout`` seconds) is enforced by the connection's liveness timer, which
+        fails the future with NSQTimeoutError; a reply that comes later is consumed and dropped.
         """
         # The publish hot path: request_to's body inlined, the future made without the loop's
         # create_future() hop (which returns this same asyncio.Future on asyncio's loops and on
@@ -655,6 +662,8 @@ class Connection(asyncio.Protocol):
             deadline = now + timeout
             if deadline < self._next_deadline:
                 self._next_deadline = deadline
+                if deadline < self._wake_at:
+                    self._arm(deadline)
         else:
             deadline = _INF
         if not pending:
@@ -680,6 +689,8 @@ class Connection(asyncio.Protocol):
             deadline = now + timeout
             if deadline < self._next_deadline:
                 self._next_deadline = deadline
+                if deadline < self._wake_at:
+                    self._arm(deadline)
         else:
             deadline = _INF
         pending = self._pending
@@ -752,6 +763,8 @@ class Connection(asyncio.Protocol):
         self.rdy = 0
         deadline = self._loop.time() + timeout
         self._next_deadline = min(self._next_deadline, deadline)
+        if deadline < self._wake_at:
+            self._arm(deadline)
         if not self._pending:
             self._waiting_since = self._loop.time()
         self._pending.append((self._loop.create_future(), deadline, b""))
@@ -821,44 +834,45 @@ class Connection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ liveness
 
-    def _start_ticker(self) -> None:
-        assert self._loop is not None
-        self._ticker = self._loop.call_later(self._tick_interval, self._tick)
+    def _arm(self, when: float) -> None:
+        """Make the liveness timer fire by ``when`` (earlier than it is armed for now)."""
+        if self._wake is not None:
+            self._wake.cancel()
+            self._wake = None
+        self._wake_at = when
+        if when < _INF:
+            self._wake = self._loop.call_at(when, self._check)  # type: ignore[union-attr]
 
-    def _tick(self) -> None:
+    def _watch(self) -> liveness.Watch:
+        pending = self._pending
+        return liveness.Watch(
+            last_read=self._last_read,
+            dead_after=self._dead_after,
+            heartbeats_off=self._heartbeats_off,
+            pending=len(pending),
+            buffered=self._decoder.buffered,
+            oldest_deadline=pending[0][1] if pending else _INF,
+            waiting_since=self._waiting_since,
+            stuck_after=self._stuck_after,
+            next_deadline=self._next_deadline,
+            write_paused_at=self._write_paused_at,
+            write_timeout=self.config.sec.write_timeout,
+        )
+
+    def _check(self) -> None:
+        """The liveness timer: act on what is overdue, then arm for the next thing due."""
+        self._wake = None
+        self._wake_at = _INF
         loop = self._loop
         assert loop is not None
         if self.state is ConnectionState.CLOSED:
             return
         now = loop.time()
-        pending = self._pending
-        if self._heartbeats_off and not pending and not self._decoder.buffered:
-            self._last_read = now  # no heartbeats and no reply awaited: silence is expected
-        elif now - self._last_read > self._dead_after:
-            why = (
-                "while a reply was awaited (read_timeout)"
-                if self._heartbeats_off
-                else "(two heartbeat intervals)"
-            )
-            partial = self._decoder.buffered
-            self.abort(
-                NSQTimeoutError(
-                    f"no complete frame from nsqd for {now - self._last_read:.1f}s {why}"
-                    + (f", {partial} bytes of an unfinished frame buffered" if partial else "")
-                    + "; treating the connection as dead",
-                    address=self.address,
-                )
-            )
-            return
-        if pending and pending[0][1] <= now and now - self._waiting_since >= self._stuck_after:
-            self.abort(
-                NSQTimeoutError(
-                    f"nsqd answered nothing for {now - self._waiting_since:.1f}s while "
-                    "commands were pending (publish_timeout); treating the connection as dead",
-                    address=self.address,
-                )
-            )
-            return
+        if not self._pending:
+            # a stale deadline would stop request() from arming for an earlier one
+            self._next_deadline = _INF
+            if self._heartbeats_off and not self._decoder.buffered:
+                self._last_read = now  # no heartbeats and no reply awaited: silence is expected
         paused = self._write_paused_at
         if paused is not None:
             transport = self._transport
@@ -866,17 +880,15 @@ class Connection(asyncio.Protocol):
             if size < self._paused_buffer_size:  # nsqd is reading, only slower than we write
                 self._paused_buffer_size = size
                 self._write_paused_at = now
-            elif now - paused > self.config.sec.write_timeout:
-                self.abort(
-                    NSQTimeoutError(
-                        "write timed out: nsqd read nothing for write_timeout",
-                        address=self.address,
-                    )
-                )
-                return
-        if self._next_deadline <= now:
+        watch = self._watch()
+        why = liveness.overdue(now, watch)
+        if why is not None:
+            self.abort(NSQTimeoutError(liveness.describe(why, now, watch), address=self.address))
+            return
+        if liveness.requests_expired(now, watch):
             self._expire(now)
-        self._ticker = loop.call_later(self._tick_interval, self._tick)
+            watch = watch._replace(next_deadline=self._next_deadline)
+        self._arm(liveness.next_wake(now, watch))
 
     def _expire(self, now: float) -> None:
         """Fail every pending request whose deadline passed; the replies keep their slots."""

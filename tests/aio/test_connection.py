@@ -443,6 +443,79 @@ async def test_frozen_nsqd_is_declared_dead_and_pending_requests_fail(
         assert len(owner.lost) == 1 and isinstance(owner.lost[0], NSQTimeoutError)
 
 
+async def test_an_idle_connection_wakes_about_once_per_heartbeat_not_per_tick(
+    nsqd: NsqdProcess,
+) -> None:
+    """Idle, subscribed with RDY: the liveness timer is armed for the silence bound only, and
+    over four heartbeat intervals it fires a handful of times (the old ticker: 16 times)."""
+    owner = Collector()
+    async with connected(nsqd, owner, heartbeat_interval=1000) as conn:
+        await conn.subscribe(unique(), unique("c"))
+        conn.send_rdy(10)
+        loop = asyncio.get_running_loop()
+        # armed at "last frame + two heartbeat intervals", not at the next 250 ms tick
+        assert conn._wake_at - loop.time() > 1.0
+        wakes: list[float] = []
+        check = conn._check
+
+        def counted() -> None:
+            wakes.append(loop.time())
+            check()
+
+        conn._check = counted  # type: ignore[method-assign]
+        start = loop.time()
+        await wait_for(lambda: loop.time() - start > 4.0, what="four heartbeat intervals")
+        assert conn.is_open and not owner.lost
+        assert conn.heartbeats_received >= 3  # answered: nsqd would have closed it otherwise
+        assert len(wakes) <= 8, wakes  # about one per heartbeat (4), never per 250 ms (16)
+
+
+async def test_a_request_deadline_after_an_answered_one_is_still_enforced_on_time(
+    nsqd: NsqdProcess,
+) -> None:
+    """The timer is armed per pending stretch: after one request was answered and its
+    deadline's wake-up found nothing pending, the next request's deadline must arm it again
+    (not wait for the 10 s silence bound)."""
+    conn = make_connection(nsqd, Collector(), heartbeat_interval=5000)
+    await conn.connect()
+    wakes: list[None] = []
+    check = conn._check
+
+    def counted() -> None:
+        wakes.append(None)
+        check()
+
+    conn._check = counted  # type: ignore[method-assign]
+    assert await conn.request(pub(unique(), b"answered"), timeout=0.3) == b"OK"
+    await wait_for(lambda: wakes, what="the wake-up at the answered request's deadline")
+    with frozen(nsqd):
+        with pytest.raises(NSQTimeoutError) as info:
+            await asyncio.wait_for(conn.request(pub(unique(), b"late"), timeout=0.3), 5.0)
+        assert not isinstance(info.value, ConnectionClosedError)
+        assert "before the timeout" in str(info.value)
+    conn.abort()
+
+
+async def test_silence_is_declared_within_two_heartbeat_intervals_as_before(
+    nsqd: NsqdProcess,
+) -> None:
+    """A frozen nsqd on an idle connection (nothing pending): only the silence bound can catch
+    it, at two heartbeat intervals after the last frame (the old ticker: the same plus 0.25 s)."""
+    owner = Collector()
+    conn = make_connection(nsqd, owner, heartbeat_interval=1000)
+    await conn.connect()
+    loop = asyncio.get_running_loop()
+    await wait_for(lambda: conn.heartbeats_received >= 1, what="a first heartbeat")
+    with frozen(nsqd):
+        frozen_at = loop.time()
+        await asyncio.wait_for(conn.wait_closed(), DEADLINE)
+        took = loop.time() - frozen_at
+    assert isinstance(conn.close_exception, NSQTimeoutError)
+    assert "two heartbeat intervals" in str(conn.close_exception)
+    assert len(owner.lost) == 1
+    assert 1.0 <= took <= 2.0 + 1.5, took  # at most 2 intervals after the last frame, + slack
+
+
 async def test_without_heartbeats_an_idle_connection_is_not_declared_dead(
     nsqd: NsqdProcess,
 ) -> None:
