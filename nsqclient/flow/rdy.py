@@ -48,17 +48,27 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from .backoff import BackoffStrategy, ExponentialBackoff, FullJitterBackoff, Outcome
+from .follow import ConnState, plan
+from .follow import _zero as _zero_in_flight
 
 if TYPE_CHECKING:
     from ..config import Config
 
-__all__ = ["MAX_BACKOFF_LEVEL", "RdyChange", "RdyController", "per_connection_share"]
+__all__ = [
+    "MAX_BACKOFF_LEVEL",
+    "RDY_STRATEGIES",
+    "RdyChange",
+    "RdyController",
+    "per_connection_share",
+]
 
 
 MAX_BACKOFF_LEVEL = 32
 _RETRY_DELAY = 1.0  # go-nsq: no connection could take the test RDY 1, try again after 1 s
 _FAILURE = Outcome.FAILURE
 _SUCCESS = Outcome.SUCCESS
+RDY_STRATEGIES = ("adaptive", "even")
+_MIN_SILENCE = 0.001  # seconds: a silence window shorter than this is scheduling noise
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,18 +87,6 @@ def per_connection_share(max_in_flight: int, num_conns: int) -> int:
     if max_in_flight <= 0 or num_conns <= 0:
         return max(max_in_flight, 0)
     return max(1, max_in_flight // num_conns)
-
-
-class _Conn:
-    __slots__ = ("key", "last_msg", "max_rdy", "rdy", "rdy_set_at", "waiting_since")
-
-    def __init__(self, key: Hashable, max_rdy: int, now: float) -> None:
-        self.key = key
-        self.max_rdy = max_rdy
-        self.rdy = 0
-        self.rdy_set_at = now  # when rdy last changed
-        self.waiting_since = now  # when rdy last became 0 (or the connection joined)
-        self.last_msg = -math.inf  # never received a message: idle from the start, as go-nsq
 
 
 def _check_seconds(name: str, value: float, *, positive: bool = False) -> float:
@@ -116,6 +114,8 @@ class RdyController:
     """
 
     __slots__ = (
+        "_adapt_at",
+        "_adaptive",
         "_backoff",
         "_backoff_at",
         "_closed",
@@ -127,6 +127,7 @@ class RdyController:
         "_max_in_flight",
         "_redistribute_at",
         "_redistribute_interval",
+        "_retry_at",
         "_rng",
         "_total",
     )
@@ -141,6 +142,7 @@ class RdyController:
         low_rdy_timeout: float,
         redistribute_interval: float,
         rng: random.Random | None = None,
+        strategy: str = "even",
     ) -> None:
         if not isinstance(backoff, BackoffStrategy):
             raise ConfigError(f"backoff must be a BackoffStrategy, got {backoff!r}")
@@ -152,8 +154,13 @@ class RdyController:
         self._redistribute_interval = _check_seconds(
             "redistribute_interval", redistribute_interval, positive=True
         )
+        if strategy not in RDY_STRATEGIES:
+            raise ConfigError(f"rdy_strategy must be 'adaptive' or 'even', got {strategy!r}")
+        self._adaptive = strategy == "adaptive"
+        self._adapt_at: float | None = None  # adaptive: when to look at the connections again
+        self._retry_at: float | None = None  # an increase waited for in-flight to drain
         self._rng = rng if rng is not None else random.Random()
-        self._conns: dict[Hashable, _Conn] = {}
+        self._conns: dict[Hashable, ConnState] = {}
         self._total = 0
         self._level = 0
         self._backoff_at: float | None = None  # set <=> a backoff window (timeout) is active
@@ -178,6 +185,7 @@ class RdyController:
             low_rdy_timeout=config.sec.low_rdy_timeout,
             redistribute_interval=config.sec.rdy_redistribute_interval,
             rng=rng,
+            strategy=config.rdy_strategy,
         )
 
     # -- read-only state --
@@ -208,6 +216,10 @@ class RdyController:
         return self._backoff_at is not None
 
     @property
+    def strategy(self) -> str:
+        return "adaptive" if self._adaptive else "even"
+
+    @property
     def connections(self) -> list[Hashable]:
         return list(self._conns)
 
@@ -217,23 +229,37 @@ class RdyController:
 
     def next_deadline(self) -> float | None:
         """When :meth:`tick` should next be called (absolute, seconds), or None for never."""
-        b, r = self._backoff_at, self._redistribute_at
-        if b is None:
-            return r
-        if r is None:
-            return b
-        return b if b < r else r
+        at: float | None = None
+        for t in (self._backoff_at, self._redistribute_at, self._adapt_at, self._retry_at):
+            if t is not None and (at is None or t < at):
+                at = t
+        return at
 
     # -- events --
 
     def add_connection(
-        self, conn: Hashable, max_rdy_count: int, now: float
+        self,
+        conn: Hashable,
+        max_rdy_count: int,
+        now: float,
+        *,
+        in_flight: Callable[[], int] | None = None,
+        output_buffer_timeout: float = 0.25,
+        rtt: float = 0.0,
     ) -> tuple[RdyChange, ...]:
-        """A connection finished SUB; ``max_rdy_count`` is from its IDENTIFY reply."""
+        """A connection finished SUB; ``max_rdy_count`` is from its IDENTIFY reply.
+
+        ``in_flight`` counts the messages received on it and not yet answered (without it the
+        controller keeps only the RDY sum, not in-flight + RDY, within the budget);
+        ``output_buffer_timeout`` (negotiated, seconds; 0 when nsqd writes unbuffered) and
+        ``rtt`` (observed round trip, seconds) make its silence window.
+        """
         if conn in self._conns:
             raise ValueError(f"connection {conn!r} is already registered")
         _check_count("max_rdy_count", max_rdy_count)
-        self._conns[conn] = _Conn(conn, max_rdy_count, now)
+        obt = _check_seconds("output_buffer_timeout", output_buffer_timeout)
+        silence = max(_MIN_SILENCE, obt + 2.0 * _check_seconds("rtt", rtt))
+        self._conns[conn] = ConnState(conn, max_rdy_count, now, in_flight, silence)
         return self._connections_changed(now)
 
     def remove_connection(self, conn: Hashable, now: float) -> tuple[RdyChange, ...]:
@@ -260,14 +286,25 @@ class RdyController:
         self._sync_redistribution(now)
         return tuple(out)
 
-    def messages_received(self, conn: Hashable, count: int, now: float) -> None:
+    def messages_received(self, conn: Hashable, count: int, now: float) -> tuple[RdyChange, ...]:
         """A batch of ``count`` messages arrived on ``conn`` (call once per batch, not per message).
 
         Only the time matters to the policy (idle detection); unknown connections are ignored.
+        With the adaptive policy a connection that starts delivering gets its share at once
+        (the returned changes); otherwise, and on the common path, nothing is returned.
         """
         c = self._conns.get(conn)
-        if c is not None:
-            c.last_msg = now
+        if c is None:
+            return _NO_CHANGES
+        c.last_msg = now
+        if c.hot:
+            return _NO_CHANGES
+        c.hot = True
+        if not self._adaptive or self._level or self._closed:
+            return _NO_CHANGES
+        out: list[RdyChange] = []
+        self._decide(now, out)
+        return tuple(out) if out else _NO_CHANGES
 
     def message_result(self, outcome: Outcome, now: float) -> tuple[RdyChange, ...]:
         """One message was answered: SUCCESS (FIN), FAILURE (REQ with backoff), NEUTRAL (REQ)."""
@@ -302,6 +339,14 @@ class RdyController:
         if self._backoff_at is not None and now >= self._backoff_at:
             self._backoff_at = None
             self._ensure_test_holder(now, out)
+        if self._retry_at is not None and now >= self._retry_at:
+            self._retry_at = None
+            if self._level == 0:
+                self._rebalance(now, out)
+            else:
+                self._ensure_test_holder(now, out)
+        if self._adapt_at is not None and now >= self._adapt_at and self._level == 0:
+            self._decide(now, out)
         self._sync_redistribution(now)
         if self._redistribute_at is not None and now >= self._redistribute_at:
             self._redistribute(now, out)
@@ -316,6 +361,8 @@ class RdyController:
             self._closed = True
             self._backoff_at = None
             self._redistribute_at = None
+            self._adapt_at = None
+            self._retry_at = None
         return tuple(out)
 
     # -- backoff --
@@ -357,18 +404,32 @@ class RdyController:
         if not eligible:
             self._backoff_at = now + _RETRY_DELAY  # keep a deadline so backoff can always end
             return
+        if self._free(now) < 1:  # all of the budget in flight: RDY 1 costs nothing where one is
+            eligible = [c for c in eligible if c.reserved(now) >= 1]
+            if not eligible:
+                self._retry_later(now)
+                return
         self._set(self._longest_waiting(eligible, now, ())[0], 1, now, out)
 
     # -- distribution --
 
+    def _decide(self, now: float, out: list[RdyChange]) -> None:
+        """The adaptive policy outside backoff (:mod:`.follow`): targets, then the next look."""
+        targets, at = plan(list(self._conns.values()), self._max_in_flight, now, self._ordered)
+        self._apply(targets, now, out)
+        self._adapt_at = at
+
     def _rebalance(self, now: float, out: list[RdyChange]) -> None:
         """Outside backoff: every connection to its share, within the budget."""
+        if self._adaptive:
+            self._decide(now, out)
+            return
         conns = list(self._conns.values())
         if not conns:
             return
         mif = self._max_in_flight
         share = per_connection_share(mif, len(conns))
-        targets: dict[_Conn, int] = {}
+        targets: dict[ConnState, int] = {}
         if share * len(conns) <= mif:
             for c in conns:
                 targets[c] = min(share, c.max_rdy)
@@ -390,9 +451,9 @@ class RdyController:
     def _redistribute(self, now: float, out: list[RdyChange]) -> None:
         """Take RDY from idle or long-served connections; give RDY 1 to those waiting longest."""
         budget = self._max_in_flight if self._level == 0 else min(1, self._max_in_flight)
-        targets: dict[_Conn, int] = {}
+        targets: dict[ConnState, int] = {}
         used = 0
-        zeroed: list[_Conn] = []
+        zeroed: list[ConnState] = []
         for c in self._conns.values():
             if c.rdy > 0:
                 if (
@@ -415,21 +476,28 @@ class RdyController:
         self._apply(targets, now, out)
 
     def _longest_waiting(
-        self, conns: list[_Conn], now: float, zeroed: list[_Conn] | tuple[()]
-    ) -> list[_Conn]:
+        self, conns: list[ConnState], now: float, zeroed: list[ConnState] | tuple[()]
+    ) -> list[ConnState]:
         """``conns`` ordered by how long they have gone without RDY; ``zeroed`` count as now."""
         if not zeroed:
             return self._ordered(conns, lambda c: c.waiting_since)
         just = set(zeroed)
         return self._ordered(conns, lambda c: now if c in just else c.waiting_since)
 
-    def _ordered(self, conns: list[_Conn], key: Callable[[_Conn], float]) -> list[_Conn]:
+    def _ordered(
+        self, conns: list[ConnState], key: Callable[[ConnState], float]
+    ) -> list[ConnState]:
         rnd = self._rng.random
         return sorted(conns, key=lambda c: (key(c), rnd()))
 
     def _sync_redistribution(self, now: float) -> None:
         n = len(self._conns)
         mif = self._max_in_flight
+        if self._level:
+            self._adapt_at = None
+        if self._adaptive and self._level == 0:
+            self._redistribute_at = None
+            return
         needed = self._backoff_at is None and mif > 0 and (n > mif if self._level == 0 else n > 1)
         if not needed:
             self._redistribute_at = None
@@ -438,23 +506,50 @@ class RdyController:
 
     # -- applying decisions --
 
-    def _apply(self, targets: dict[_Conn, int], now: float, out: list[RdyChange]) -> None:
+    def _apply(self, targets: dict[ConnState, int], now: float, out: list[RdyChange]) -> None:
         for c, n in targets.items():  # decreases first, so no prefix exceeds the budget
             if n < c.rdy:
                 self._set(c, n, now, out)
+        free: int | None = None
         for c, n in targets.items():
             if n > c.rdy:
-                self._set(c, n, now, out)
+                if free is None:
+                    free = self._free(now)
+                before = c.reserved(now)
+                allowed = min(n, free + before)  # what is in flight stays counted
+                if allowed < n:
+                    self._retry_later(now)
+                if allowed > c.rdy:
+                    self._set(c, allowed, now, out)
+                    free -= c.reserved(now) - before
+
+    def _free(self, now: float) -> int:
+        """The budget left once every connection's RDY or in-flight (whichever is more) is
+        counted: what may still be handed out without nsqd's in-flight exceeding the budget."""
+        return self._max_in_flight - sum(c.reserved(now) for c in self._conns.values())
+
+    def _retry_later(self, now: float) -> None:
+        """An increase waits for messages in flight to be answered: look again in one silence
+        window (the shortest), rather than reporting every FIN."""
+        windows = [c.silence for c in self._conns.values()]
+        at = now + (min(windows) if windows else _MIN_SILENCE)
+        if self._retry_at is None or at < self._retry_at:
+            self._retry_at = at
 
     def _zero_all(self, now: float, out: list[RdyChange]) -> None:
         for c in self._conns.values():
             if c.rdy > 0:
                 self._set(c, 0, now, out)
 
-    def _set(self, c: _Conn, n: int, now: float, out: list[RdyChange]) -> None:
+    def _set(self, c: ConnState, n: int, now: float, out: list[RdyChange]) -> None:
         self._total += n - c.rdy
         if n == 0:
             c.waiting_since = now
+        if n > c.rdy:
+            c.raised_at = now
+        elif c.in_flight is not _zero_in_flight:  # deliveries sent under the old RDY may be on
+            c.hold = max(c.rdy, c.hold if now < c.hold_until else 0)  # their way: count them
+            c.hold_until = now + c.silence
         c.rdy = n
         c.rdy_set_at = now
         out.append(RdyChange(c.key, n))
