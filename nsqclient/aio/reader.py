@@ -249,7 +249,18 @@ class Reader:
                 self._flow.max_in_flight,
             )
         self.tracker.attach(conn)
-        self._apply(self._flow.add_connection(conn, conn.max_rdy_count, self._now()))
+        resp = conn.identify_response
+        obt = resp.output_buffer_timeout if resp is not None else 250  # nsqd's default
+        self._apply(
+            self._flow.add_connection(
+                conn,
+                conn.max_rdy_count,
+                self._now(),
+                in_flight=conn.in_flight.__len__,
+                output_buffer_timeout=max(0, obt) / 1000.0,
+                rtt=conn.rtt,
+            )
+        )
         self._touch.arm(self._loop)  # this nsqd's msg_timeout may call for a shorter interval
 
     def _on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
@@ -276,7 +287,9 @@ class Reader:
     # ------------------------------------------------------------------ the read path
 
     def _on_messages(self, conn: Connection, messages: list[Message]) -> None:
-        self._flow.messages_received(conn, len(messages), conn.last_message_time)
+        changes = self._flow.messages_received(conn, len(messages), conn.last_message_time)
+        if changes:  # a connection started delivering: the adaptive policy gives it the budget
+            self._apply(changes)
         self.received += len(messages)
         if self._state is not ReaderState.RUNNING:
             for msg in messages:  # arrived after RDY 0 during close: hand straight back
