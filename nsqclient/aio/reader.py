@@ -343,18 +343,19 @@ class Reader:
         return self._finished_closed + sum(c.messages_finished for c in self._conns.values())
 
     def _update_watch(self) -> None:
-        self._watch_fin = self._flow.in_backoff or self.tracker.has_waiters
+        flow = self._flow
+        self._watch_fin = flow.in_backoff or flow.awaiting_answers or self.tracker.has_waiters
 
     def _on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
         flow = self._flow
         if fin:
-            if flow.in_backoff:
+            if flow.in_backoff or flow.awaiting_answers:
                 self._apply(flow.message_result(_SUCCESS, self._now()))
         else:
             self.requeued += 1
             if backoff:
                 self._apply(flow.message_result(_FAILURE, self._now()))
-            elif flow.in_backoff:
+            elif flow.in_backoff or flow.awaiting_answers:
                 self._apply(flow.message_result(_NEUTRAL, self._now()))
         if self.tracker.has_waiters:
             self.tracker.notify()
@@ -391,7 +392,7 @@ class Reader:
             self._flow_at = at
             if at is not None and self._loop is not None:
                 self._flow_handle = self._loop.call_at(at, self._on_flow_timer)
-        self._watch_fin = self._flow.in_backoff or self.tracker.has_waiters
+        self._update_watch()
 
     def _on_flow_timer(self) -> None:
         self._flow_handle = None

@@ -74,20 +74,19 @@ class ConnState:
         self.hot = False
         self.in_flight = in_flight if in_flight is not None else _zero
         self.silence = silence
-        self.hold = 0  # after a decrease: what nsqd may still have sent under the old RDY ...
-        self.hold_until = now  # ... until one silence window has passed
+        #: after a decrease: how many deliveries nsqd may have sent under the old RDY that have
+        #: not arrived yet (arrivals count it down), for one silence window
+        self.hold = 0
+        self.hold_until = now
 
     def reserved(self, now: float) -> int:
-        """An upper bound of what nsqd may have in flight on this connection: its RDY, what we
-        hold unanswered, or, for a silence window after a decrease, the old RDY (deliveries
-        sent before nsqd saw the decrease may still be on their way)."""
-        r = self.rdy
+        """An upper bound of what nsqd may have in flight on this connection: its RDY, or what
+        we hold unanswered plus, for a silence window after a decrease, what nsqd may have sent
+        under the old RDY that is still on its way."""
         f = self.in_flight()
-        if f > r:
-            r = f
-        if self.hold > r and now < self.hold_until:
-            r = self.hold
-        return r
+        if self.hold and now < self.hold_until:
+            f += self.hold
+        return f if f > self.rdy else self.rdy
 
 
 def _rotate(

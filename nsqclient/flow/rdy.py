@@ -89,6 +89,17 @@ def per_connection_share(max_in_flight: int, num_conns: int) -> int:
     return max(1, max_in_flight // num_conns)
 
 
+def _coalesce(out: list[RdyChange], before: dict[Hashable, int]) -> tuple[RdyChange, ...]:
+    """Several decisions in one call: one change per connection, decreases first (each
+    decision kept the budget, so their final state does too, and so does every prefix)."""
+    final: dict[Hashable, int] = {}
+    for ch in out:
+        final[ch.conn] = ch.count
+    downs = [RdyChange(k, n) for k, n in final.items() if n < before[k]]
+    ups = [RdyChange(k, n) for k, n in final.items() if n > before[k]]
+    return (*downs, *ups)
+
+
 def _check_seconds(name: str, value: float, *, positive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{name} must be a number of seconds, got {value!r}")
@@ -129,6 +140,7 @@ class RdyController:
         "_redistribute_interval",
         "_retry_at",
         "_rng",
+        "_rtt",
         "_total",
     )
 
@@ -159,6 +171,7 @@ class RdyController:
         self._adaptive = strategy == "adaptive"
         self._adapt_at: float | None = None  # adaptive: when to look at the connections again
         self._retry_at: float | None = None  # an increase waited for in-flight to drain
+        self._rtt = 0.0  # the longest round trip of any connection
         self._rng = rng if rng is not None else random.Random()
         self._conns: dict[Hashable, ConnState] = {}
         self._total = 0
@@ -258,7 +271,9 @@ class RdyController:
             raise ValueError(f"connection {conn!r} is already registered")
         _check_count("max_rdy_count", max_rdy_count)
         obt = _check_seconds("output_buffer_timeout", output_buffer_timeout)
-        silence = max(_MIN_SILENCE, obt + 2.0 * _check_seconds("rtt", rtt))
+        rtt = _check_seconds("rtt", rtt)
+        silence = max(_MIN_SILENCE, obt + 2.0 * rtt)
+        self._rtt = max(self._rtt, rtt)
         self._conns[conn] = ConnState(conn, max_rdy_count, now, in_flight, silence)
         return self._connections_changed(now)
 
@@ -297,6 +312,8 @@ class RdyController:
         if c is None:
             return _NO_CHANGES
         c.last_msg = now
+        if c.hold:
+            c.hold = max(0, c.hold - count)
         if c.hot:
             return _NO_CHANGES
         c.hot = True
@@ -308,9 +325,20 @@ class RdyController:
 
     def message_result(self, outcome: Outcome, now: float) -> tuple[RdyChange, ...]:
         """One message was answered: SUCCESS (FIN), FAILURE (REQ with backoff), NEUTRAL (REQ)."""
+        if self._retry_at is not None and outcome is not _FAILURE:
+            # an increase waits for this: retry once nsqd has seen the answer too
+            at = now + self._rtt
+            if at < self._retry_at:
+                self._retry_at = at
         if self._level or outcome is _FAILURE:
             return self._signal(outcome, now)
         return _NO_CHANGES
+
+    @property
+    def awaiting_answers(self) -> bool:
+        """True while an RDY increase waits for messages in flight to be answered: report
+        every result then (:meth:`message_result`), so it is made as soon as one is."""
+        return self._retry_at is not None
 
     def set_max_in_flight(self, n: int, now: float) -> tuple[RdyChange, ...]:
         """Change the budget; ``0`` pauses (RDY 0 everywhere), raising it again resumes.
@@ -335,6 +363,7 @@ class RdyController:
         """Fire whatever is due at ``now``: the end of a backoff window, a redistribution round."""
         if self._closed:
             return _NO_CHANGES
+        before = {c.key: c.rdy for c in self._conns.values()}
         out: list[RdyChange] = []
         if self._backoff_at is not None and now >= self._backoff_at:
             self._backoff_at = None
@@ -351,7 +380,7 @@ class RdyController:
         if self._redistribute_at is not None and now >= self._redistribute_at:
             self._redistribute(now, out)
             self._redistribute_at = now + self._redistribute_interval
-        return tuple(out) if out else _NO_CHANGES
+        return _coalesce(out, before) if out else _NO_CHANGES
 
     def close(self) -> tuple[RdyChange, ...]:
         """RDY 0 to every connection holding RDY, then stop deciding (graceful close)."""
@@ -547,8 +576,13 @@ class RdyController:
             c.waiting_since = now
         if n > c.rdy:
             c.raised_at = now
-        elif c.in_flight is not _zero_in_flight:  # deliveries sent under the old RDY may be on
-            c.hold = max(c.rdy, c.hold if now < c.hold_until else 0)  # their way: count them
+        elif c.in_flight is not _zero_in_flight:
+            # deliveries sent under the old RDY may be on their way: count them until they
+            # arrive or a silence window passes (none can be after a silent window)
+            held = c.hold if now < c.hold_until else 0
+            if now - max(c.last_msg, c.raised_at) <= c.silence:
+                held = max(held, c.rdy - c.in_flight())
+            c.hold = held
             c.hold_until = now + c.silence
         c.rdy = n
         c.rdy_set_at = now
