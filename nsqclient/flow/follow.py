@@ -19,9 +19,11 @@ two of its observed round trips) has nothing to send: it turns cold. A message t
   connections (one silence window each); the hot ones share the rest evenly.
 * More connections than the budget allows (hot plus probes above ``max_in_flight``): every
   connection takes RDY-1 turns; a delivering holder keeps its slot for ``_TURN`` silence windows.
-  With ``n`` connections and ``k = max_in_flight`` slots, every connection gets a turn within
-  ``ceil(n / k)`` turns, i.e. within ``ceil(n / k) * 2 * (output_buffer_timeout + 2 * rtt)``
-  (64 nsqd, k = 16, 25 ms buffer: about 0.2 s; at nsqd's 250 ms default, 2 s).
+  A slot handed on stays unused for one more window (what the holder's nsqd may have sent
+  under it is still counted), so a turn lasts at most 3 windows. With ``n`` connections and
+  ``k = max_in_flight`` slots every connection gets a turn within ``ceil(n / k)`` turns: the
+  first delivery waits at most ``ceil(n / k) * 3 * (output_buffer_timeout + 2 * rtt)`` (64 nsqd,
+  k = 16, our 25 ms buffer: 0.33 s; at nsqd's own 250 ms default, 3 s).
 """
 
 from __future__ import annotations
