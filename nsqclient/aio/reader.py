@@ -397,7 +397,14 @@ class Reader:
     def _on_flow_timer(self) -> None:
         self._flow_handle = None
         self._flow_at = None
-        self._apply(self._flow.tick(self._now()))
+        assert self._loop is not None
+        # the tick judges silence, so first let the loop read what the sockets hold: after a
+        # stall this timer may run before the reads; the second hop runs after one poll
+        self._loop.call_soon(self._loop.call_soon, self._flow_tick)
+
+    def _flow_tick(self) -> None:
+        if self._state is not ReaderState.CLOSED:
+            self._apply(self._flow.tick(self._now()))
 
     def set_max_in_flight(self, max_in_flight: int) -> None:
         """Change the total RDY budget at run time; 0 pauses consumption.

@@ -15,7 +15,7 @@ two of its observed round trips) has nothing to send: it turns cold. A message t
     cold  D-F   wait their turn at the 2 probes       slots go to whoever waited longest
 
 * Nobody hot and every connection fits: go-nsq's even split (``max_in_flight // n`` each).
-* Some hot: at most ``max(1, max_in_flight // 8)`` RDY-1 *probes* turn round the cold
+* Some hot: at most ``max(1, max_in_flight // 16)`` RDY-1 *probes* turn round the cold
   connections (one silence window each); the hot ones share the rest evenly.
 * More connections than the budget allows (hot plus probes above ``max_in_flight``): every
   connection takes RDY-1 turns; a delivering holder keeps its slot for ``_TURN`` silence windows.
@@ -32,7 +32,7 @@ from collections.abc import Callable, Hashable
 
 __all__ = ["ConnState", "plan"]
 
-_PROBE_FRACTION = 8  # while some connections deliver, at most 1/8 of the budget probes the rest
+_PROBE_FRACTION = 16  # while some connections deliver, at most 1/16 of the budget probes the rest
 _TURN = 2  # in RDY-1 rotation a delivering connection keeps its slot this many silence windows
 
 
@@ -51,9 +51,12 @@ class ConnState:
         "key",
         "last_msg",
         "max_rdy",
+        "obt",
+        "probe_at",
         "raised_at",
         "rdy",
         "rdy_set_at",
+        "response",
         "silence",
         "waiting_since",
     )
@@ -64,7 +67,8 @@ class ConnState:
         max_rdy: int,
         now: float,
         in_flight: Callable[[], int] | None = None,
-        silence: float = 0.25,
+        obt: float = 0.25,
+        rtt: float = 0.0,
     ) -> None:
         self.key = key
         self.max_rdy = max_rdy
@@ -75,19 +79,34 @@ class ConnState:
         self.last_msg = -float("inf")  # never received a message: idle from the start, as go-nsq
         self.hot = False
         self.in_flight = in_flight if in_flight is not None else _zero
-        self.silence = silence
+        self.obt = obt
+        #: how long nsqd takes to answer: the handshake's round trip, raised by what RDY 0 -> n
+        #: to the first delivery takes under load (a slow nsqd must not look drained)
+        self.response = rtt
+        self.probe_at: float | None = None
+        self.silence = obt + 2.0 * rtt
         #: after a decrease: how many deliveries nsqd may have sent under the old RDY that have
-        #: not arrived yet (arrivals count it down), for one silence window
+        #: not arrived yet (arrivals count it down; the first tick a silence window later
+        #: ends it)
         self.hold = 0
         self.hold_until = now
+
+    def observed(self, response: float) -> None:
+        """The first delivery ``response`` seconds after RDY went up from 0 (an upper bound of
+        nsqd's response time when it had messages waiting): the window follows the slowest
+        recent one, decaying slowly, growing at most fourfold at a time."""
+        self.probe_at = None
+        r = self.response * 0.9
+        if response > r:  # (a message published long after the RDY is no measure: capped)
+            r = min(response, 4.0 * self.silence)
+        self.response = r
+        self.silence = self.obt + 2.0 * r
 
     def reserved(self, now: float) -> int:
         """An upper bound of what nsqd may have in flight on this connection: its RDY, or what
         we hold unanswered plus, for a silence window after a decrease, what nsqd may have sent
         under the old RDY that is still on its way."""
-        f = self.in_flight()
-        if self.hold and now < self.hold_until:
-            f += self.hold
+        f = self.in_flight() + self.hold  # (holds end only in ticks: see RdyController.tick)
         return f if f > self.rdy else self.rdy
 
 
@@ -137,9 +156,11 @@ def plan(
     budget: int,
     now: float,
     ordered: Callable[[list[ConnState], Callable[[ConnState], float]], list[ConnState]],
+    settled: bool = False,
 ) -> tuple[dict[ConnState, int], float | None]:
     """Targets for every connection outside backoff, and when to look again (None: only on
-    the next event)."""
+    the next event). Silence is judged only when ``settled`` (in a tick, which the caller runs
+    after reading what its sockets hold: a stalled loop is not a silent nsqd)."""
     targets: dict[ConnState, int] = {}
     elig: list[ConnState] = []
     for c in conns:
@@ -149,7 +170,7 @@ def plan(
             targets[c] = 0
     if not elig:
         return targets, None
-    for c in elig:  # spare RDY and silence for a whole window: drained
+    for c in elig if settled else ():  # spare RDY and silence for a whole window: drained
         silent = c.hot and c.rdy > 0 and now - max(c.last_msg, c.raised_at) > c.silence
         if silent and c.in_flight() < c.rdy:
             c.hot = False

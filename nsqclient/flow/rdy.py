@@ -272,9 +272,10 @@ class RdyController:
         _check_count("max_rdy_count", max_rdy_count)
         obt = _check_seconds("output_buffer_timeout", output_buffer_timeout)
         rtt = _check_seconds("rtt", rtt)
-        silence = max(_MIN_SILENCE, obt + 2.0 * rtt)
         self._rtt = max(self._rtt, rtt)
-        self._conns[conn] = ConnState(conn, max_rdy_count, now, in_flight, silence)
+        self._conns[conn] = ConnState(
+            conn, max_rdy_count, now, in_flight, max(_MIN_SILENCE, obt), rtt
+        )
         return self._connections_changed(now)
 
     def remove_connection(self, conn: Hashable, now: float) -> tuple[RdyChange, ...]:
@@ -312,6 +313,8 @@ class RdyController:
         if c is None:
             return _NO_CHANGES
         c.last_msg = now
+        if c.probe_at is not None:
+            c.observed(now - c.probe_at)
         if c.hold:
             c.hold = max(0, c.hold - count)
         if c.hot:
@@ -360,10 +363,17 @@ class RdyController:
         return tuple(out)
 
     def tick(self, now: float) -> tuple[RdyChange, ...]:
-        """Fire whatever is due at ``now``: the end of a backoff window, a redistribution round."""
+        """Fire whatever is due at ``now``: the end of a backoff window, a redistribution round.
+
+        Silence (a drained connection, the end of a hold) is judged here only, so call it once
+        the connections' pending input has been read (after a poll of the sockets), not from
+        a timer that may run late straight after a stall."""
         if self._closed:
             return _NO_CHANGES
         before = {c.key: c.rdy for c in self._conns.values()}
+        for c in self._conns.values():  # a window after a decrease, what was sent has arrived
+            if c.hold and now >= c.hold_until:
+                c.hold = 0
         out: list[RdyChange] = []
         if self._backoff_at is not None and now >= self._backoff_at:
             self._backoff_at = None
@@ -375,7 +385,7 @@ class RdyController:
             else:
                 self._ensure_test_holder(now, out)
         if self._adapt_at is not None and now >= self._adapt_at and self._level == 0:
-            self._decide(now, out)
+            self._decide(now, out, settled=True)
         self._sync_redistribution(now)
         if self._redistribute_at is not None and now >= self._redistribute_at:
             self._redistribute(now, out)
@@ -442,9 +452,10 @@ class RdyController:
 
     # -- distribution --
 
-    def _decide(self, now: float, out: list[RdyChange]) -> None:
+    def _decide(self, now: float, out: list[RdyChange], settled: bool = False) -> None:
         """The adaptive policy outside backoff (:mod:`.follow`): targets, then the next look."""
-        targets, at = plan(list(self._conns.values()), self._max_in_flight, now, self._ordered)
+        conns = list(self._conns.values())
+        targets, at = plan(conns, self._max_in_flight, now, self._ordered, settled)
         self._apply(targets, now, out)
         self._adapt_at = at
 
@@ -540,7 +551,10 @@ class RdyController:
             if n < c.rdy:
                 self._set(c, n, now, out)
         free: int | None = None
-        for c, n in targets.items():
+        ups = [(c, n) for c, n in targets.items() if n > c.rdy]
+        if len(ups) > 1:  # what the budget cannot cover yet goes to who waited longest
+            ups.sort(key=lambda cn: cn[0].waiting_since if cn[0].rdy == 0 else cn[0].raised_at)
+        for c, n in ups:
             if n > c.rdy:
                 if free is None:
                     free = self._free(now)
@@ -576,13 +590,12 @@ class RdyController:
             c.waiting_since = now
         if n > c.rdy:
             c.raised_at = now
+            if c.rdy == 0:
+                c.probe_at = now  # the first delivery after this measures nsqd's response
         elif c.in_flight is not _zero_in_flight:
             # deliveries sent under the old RDY may be on their way: count them until they
-            # arrive or a silence window passes (none can be after a silent window)
-            held = c.hold if now < c.hold_until else 0
-            if now - max(c.last_msg, c.raised_at) <= c.silence:
-                held = max(held, c.rdy - c.in_flight())
-            c.hold = held
+            # arrive or a silence window passes
+            c.hold = max(c.hold, c.rdy - c.in_flight())
             c.hold_until = now + c.silence
         c.rdy = n
         c.rdy_set_at = now

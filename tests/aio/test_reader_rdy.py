@@ -92,7 +92,6 @@ async def test_more_connections_than_max_in_flight_no_starvation_and_budget_hold
     assert all(len(v) <= 1 for s in snapshots for v in s.values())  # one client per node
     assert by_node == {nsqd.tcp_address: per_node for nsqd in nsqds}
     assert totals["requeue_count"] == 0
-    print("SNAP", [rdy_total(s) for s in snapshots])
     assert any(rdy_total(s) == max_in_flight for s in snapshots)
     for nsqd in nsqds:
         assert channel_stats(nsqd, topic, channel)["depth"] == 0

@@ -59,7 +59,7 @@ def test_one_busy_among_32_gets_most_of_the_budget() -> None:
     backlog = {"c0": 10**9}
     run(h, backlog, 0.2, answer=False)  # slow handlers: the busy nsqd stays at its RDY
     assert h.wire["c0"] >= 0.8 * 64
-    assert sum(1 for c in conns[1:] if h.wire[c]) <= 64 // 8  # the idle probed by a few slots
+    assert sum(1 for c in conns[1:] if h.wire[c]) <= 64 // 16  # the idle probed by a few slots
     assert h.reserved() <= 64
 
 
