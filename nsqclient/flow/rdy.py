@@ -11,15 +11,26 @@ One :class:`RdyController` per Reader decides, from events and the time the call
 * keeps one timer armed at :meth:`~RdyController.next_deadline` and calls
   :meth:`~RdyController.tick` when it fires (re-reading ``next_deadline`` after every call).
 
-Invariants, after every call and after every prefix of the changes it returned: the sum of RDY over
-connections is at most ``max_in_flight`` (at most ``min(1, max_in_flight)`` while in backoff), and
-no connection's RDY exceeds its ``max_rdy_count``. Decreases are always listed before increases.
+Invariants, after every call and after every prefix of the changes it returned (both policies):
 
-The policy is go-nsq v1.1's (``per_conn = max_in_flight // num_conns``, at least 1; redistribution
-of RDY 1 when there are more connections than ``max_in_flight``; the backoff levels and windows),
-with the changes below. Durations are seconds; ``now`` is monotonic.
+* the sum of RDY is at most ``max_in_flight`` (``min(1, max_in_flight)`` in backoff), and no
+  connection's RDY exceeds its ``max_rdy_count``; decreases are listed before increases;
+* the sum over connections of ``max(rdy, in_flight + hold)`` is at most ``max_in_flight``
+  whenever a change raised it. nsqd sends while its in-flight is below RDY, so on a connection
+  nsqd's in-flight is at most ``max(rdy, in-flight)``: the RDY sum alone is not enough when RDY
+  moves away from a connection that still has messages in flight. ``in_flight`` is the caller's
+  count (received, not answered); ``hold``, after a decrease, counts what nsqd may have sent under
+  the old RDY that has not arrived yet (arrivals count it down; the first tick one silence window
+  later ends it). So nsqd's in-flight summed over every nsqd stays within ``max_in_flight``, up to
+  answers still on their way to nsqd (a retry waits one round trip after a FIN for that reason).
+  An increase the budget cannot cover yet is made in part and retried on the next answer or tick.
 
-Where this differs from go-nsq v1.1, and why:
+Policies: ``"adaptive"`` (the Reader's default; the budget follows the messages, see
+:mod:`.follow`) and ``"even"``, go-nsq v1.1's (``per_conn = max_in_flight // num_conns``, at
+least 1; redistribution of RDY 1 when there are more connections than ``max_in_flight``). The
+backoff levels and windows are go-nsq's for both. Durations are seconds; ``now`` is monotonic.
+
+Where the even policy and backoff differ from go-nsq v1.1, and why:
 
 * Joins and leaves rebalance at once: existing connections above the new share are lowered before
   the newcomer is raised, and a leaver's RDY is handed to the others immediately (go-nsq waits for
