@@ -39,10 +39,10 @@ def in_flight_sum(nsqds: list[NsqdProcess], topic: str, channel: str) -> int:
 async def test_more_nsqd_than_max_in_flight_all_drained_and_in_flight_within_budget(
     nsq_backend: str, nsqd_factory: NsqdFactory, make_reader: MakeReader
 ) -> None:
-    """40 embedded nsqd (8 real) with 20 messages each, max_in_flight 16 (4): every nsqd is
+    """32 embedded nsqd (8 real) with 20 messages each, max_in_flight 16 (4): every nsqd is
     drained (go-nsq's rotation took N / max_in_flight x 10 s), and in every /stats sample taken
     across all nsqd during the redistribution in-flight stays within max_in_flight."""
-    nsqds = fleet(nsq_backend, nsqd_factory, 40, 8)
+    nsqds = fleet(nsq_backend, nsqd_factory, 32, 8)
     mif = 16 if len(nsqds) > 8 else 4
     per_node = 20
     topic, channel = unique(), unique()
