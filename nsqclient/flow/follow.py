@@ -5,14 +5,16 @@ once while a connection has spare RDY and messages waiting, and flushes its buff
 ``output_buffer_timeout`` later (at once when in-flight reaches RDY), so a connection that held
 spare RDY and stayed silent for its *silence window* (its negotiated output_buffer_timeout plus
 two of its observed round trips) has nothing to send: it turns cold. A message turns it hot again.
+The round trip is the IDENTIFY one, raised by how long the first delivery after RDY 0 -> n took
+(so a loaded nsqd, or a loaded client loop, widens the window instead of looking drained).
 
 ::
 
     max_in_flight = 16, 1 hot nsqd among 6           64 nsqd, max_in_flight 16 (more than budget)
-    hot   A  ##############  14                       16 slots of RDY 1 turn round: a slot moves
+    hot   A  ###############  15                      16 slots of RDY 1 turn round: a slot moves
     cold  B  #  probe (RDY 1)                         on when its holder is silent for one window,
-    cold  C  #  probe                                 or has held it for two (delivering); freed
-    cold  D-F   wait their turn at the 2 probes       slots go to whoever waited longest
+    cold  C-F   wait their turn at the probe          or has held it for two (delivering); freed
+                                                      slots go to whoever waited longest
 
 * Nobody hot and every connection fits: go-nsq's even split (``max_in_flight // n`` each).
 * Some hot: at most ``max(1, max_in_flight // 16)`` RDY-1 *probes* turn round the cold
