@@ -583,10 +583,15 @@ class RdyController:
         return self._max_in_flight - sum(c.reserved(now) for c in self._conns.values())
 
     def _retry_later(self, now: float) -> None:
-        """An increase waits for messages in flight to be answered: look again in one silence
-        window (the shortest), rather than reporting every FIN."""
-        windows = [c.silence for c in self._conns.values()]
-        at = now + (min(windows) if windows else _MIN_SILENCE)
+        """An increase waits for messages in flight to be answered or for a hold to end: look
+        again when the first hold ends, else in one silence window (the shortest); answers
+        bring it forward (:meth:`message_result`)."""
+        ends = [c.hold_until for c in self._conns.values() if c.hold and c.hold_until > now]
+        if ends:
+            at = min(ends)
+        else:
+            windows = [c.silence for c in self._conns.values()]
+            at = now + (min(windows) if windows else _MIN_SILENCE)
         if self._retry_at is None or at < self._retry_at:
             self._retry_at = at
 
