@@ -36,6 +36,7 @@ __all__ = [
 
 Duration = int | float | timedelta
 BackoffStrategy = Literal["exponential", "full_jitter"]
+RdyStrategy = Literal["adaptive", "even"]
 
 
 def default_client_id() -> str:
@@ -275,7 +276,14 @@ class Config:
     """With more nsqd than ``max_in_flight``: a connection holding RDY this long gives it up even
     when busy, so no nsqd starves."""
     rdy_redistribute_interval: Duration = 5_000
-    """How often RDY is moved between connections in that case."""
+    """How often RDY is moved between connections in that case (``rdy_strategy="even"``, and
+    the backoff test message with either strategy)."""
+    rdy_strategy: RdyStrategy = "adaptive"
+    """How ``max_in_flight`` is shared across nsqd. ``"adaptive"``: nsqd that deliver get the
+    budget, idle ones keep RDY 1 (or take fast turns at it) to notice new messages; a drained
+    nsqd is noticed one output buffer timeout plus two round trips after it falls silent
+    (docs/concepts.md). ``"even"``: go-nsq's ``max_in_flight // connections`` each, RDY-1
+    turns every ``rdy_redistribute_interval`` when there are more nsqd than ``max_in_flight``."""
     close_timeout: Duration = 30_000
     """Default of ``graceful_close()``: how long running handlers get to finish (Reader) or
     outstanding publishes to be acknowledged (Writer) before the rest is requeued or fails."""
@@ -332,6 +340,10 @@ class Config:
         if not 0 <= self.lookupd_poll_jitter <= 1:
             raise ConfigError(
                 f"lookupd_poll_jitter must be within 0..1, got {self.lookupd_poll_jitter!r}"
+            )
+        if self.rdy_strategy not in ("adaptive", "even"):
+            raise ConfigError(
+                f"rdy_strategy must be 'adaptive' or 'even', got {self.rdy_strategy!r}"
             )
         if self.backoff_strategy not in ("exponential", "full_jitter"):
             raise ConfigError(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypedDict
 if TYPE_CHECKING:
     import ssl
 
-    from .config import BackoffStrategy, Duration
+    from .config import BackoffStrategy, Duration, RdyStrategy
 
 __all__ = ["ConfigOptions", "ReaderOptions", "WriterOptions"]
 
@@ -65,6 +65,7 @@ class ConfigOptions(TypedDict, total=False):
     low_rdy_idle_timeout: Duration
     low_rdy_timeout: Duration
     rdy_redistribute_interval: Duration
+    rdy_strategy: RdyStrategy
     close_timeout: Duration
     publish_timeout: Duration
     max_pending_publishes: int

@@ -185,6 +185,8 @@ class Connection(asyncio.Protocol):
         self.messages_requeued = 0
         self.heartbeats_received = 0
         self.last_message_time = 0.0
+        #: seconds from sending IDENTIFY to its reply: the round trip RDY decisions are scaled by
+        self.rtt = 0.0
         self.close_exception: BaseException | None = None
         self._closing_on_purpose = False  # close() or CLS: no warning when the socket closes
 
@@ -293,8 +295,11 @@ class Connection(asyncio.Protocol):
             self.identify_options, auth_secret=self.config.auth_secret_bytes, address=self.address
         )
         self._transport.write(hs.start())
+        sent_at = loop.time()
         while not hs.done:
             event = await self._next_handshake_event()
+            if not self.rtt:
+                self.rtt = loop.time() - sent_at
             for step in hs.receive(event):
                 if isinstance(step, Send):
                     self._write_now(step.data)

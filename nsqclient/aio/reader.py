@@ -249,7 +249,18 @@ class Reader:
                 self._flow.max_in_flight,
             )
         self.tracker.attach(conn)
-        self._apply(self._flow.add_connection(conn, conn.max_rdy_count, self._now()))
+        resp = conn.identify_response
+        obt = resp.output_buffer_timeout if resp is not None else 250  # nsqd's default
+        self._apply(
+            self._flow.add_connection(
+                conn,
+                conn.max_rdy_count,
+                self._now(),
+                in_flight=conn.in_flight.__len__,
+                output_buffer_timeout=max(0, obt) / 1000.0,
+                rtt=conn.rtt,
+            )
+        )
         self._touch.arm(self._loop)  # this nsqd's msg_timeout may call for a shorter interval
 
     def _on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
@@ -276,7 +287,9 @@ class Reader:
     # ------------------------------------------------------------------ the read path
 
     def _on_messages(self, conn: Connection, messages: list[Message]) -> None:
-        self._flow.messages_received(conn, len(messages), conn.last_message_time)
+        changes = self._flow.messages_received(conn, len(messages), conn.last_message_time)
+        if changes:  # a connection started delivering: the adaptive policy gives it the budget
+            self._apply(changes)
         self.received += len(messages)
         if self._state is not ReaderState.RUNNING:
             for msg in messages:  # arrived after RDY 0 during close: hand straight back
@@ -330,18 +343,19 @@ class Reader:
         return self._finished_closed + sum(c.messages_finished for c in self._conns.values())
 
     def _update_watch(self) -> None:
-        self._watch_fin = self._flow.in_backoff or self.tracker.has_waiters
+        flow = self._flow
+        self._watch_fin = flow.in_backoff or flow.awaiting_answers or self.tracker.has_waiters
 
     def _on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
         flow = self._flow
         if fin:
-            if flow.in_backoff:
+            if flow.in_backoff or flow.awaiting_answers:
                 self._apply(flow.message_result(_SUCCESS, self._now()))
         else:
             self.requeued += 1
             if backoff:
                 self._apply(flow.message_result(_FAILURE, self._now()))
-            elif flow.in_backoff:
+            elif flow.in_backoff or flow.awaiting_answers:
                 self._apply(flow.message_result(_NEUTRAL, self._now()))
         if self.tracker.has_waiters:
             self.tracker.notify()
@@ -378,12 +392,19 @@ class Reader:
             self._flow_at = at
             if at is not None and self._loop is not None:
                 self._flow_handle = self._loop.call_at(at, self._on_flow_timer)
-        self._watch_fin = self._flow.in_backoff or self.tracker.has_waiters
+        self._update_watch()
 
     def _on_flow_timer(self) -> None:
         self._flow_handle = None
         self._flow_at = None
-        self._apply(self._flow.tick(self._now()))
+        assert self._loop is not None
+        # the tick judges silence, so first let the loop read what the sockets hold: after a
+        # stall this timer may run before the reads; the second hop runs after one poll
+        self._loop.call_soon(self._loop.call_soon, self._flow_tick)
+
+    def _flow_tick(self) -> None:
+        if self._state is not ReaderState.CLOSED:
+            self._apply(self._flow.tick(self._now()))
 
     def set_max_in_flight(self, max_in_flight: int) -> None:
         """Change the total RDY budget at run time; 0 pauses consumption.

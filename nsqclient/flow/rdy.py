@@ -11,15 +11,26 @@ One :class:`RdyController` per Reader decides, from events and the time the call
 * keeps one timer armed at :meth:`~RdyController.next_deadline` and calls
   :meth:`~RdyController.tick` when it fires (re-reading ``next_deadline`` after every call).
 
-Invariants, after every call and after every prefix of the changes it returned: the sum of RDY over
-connections is at most ``max_in_flight`` (at most ``min(1, max_in_flight)`` while in backoff), and
-no connection's RDY exceeds its ``max_rdy_count``. Decreases are always listed before increases.
+Invariants, after every call and after every prefix of the changes it returned (both policies):
 
-The policy is go-nsq v1.1's (``per_conn = max_in_flight // num_conns``, at least 1; redistribution
-of RDY 1 when there are more connections than ``max_in_flight``; the backoff levels and windows),
-with the changes below. Durations are seconds; ``now`` is monotonic.
+* the sum of RDY is at most ``max_in_flight`` (``min(1, max_in_flight)`` in backoff), and no
+  connection's RDY exceeds its ``max_rdy_count``; decreases are listed before increases;
+* the sum over connections of ``max(rdy, in_flight + hold)`` is at most ``max_in_flight``
+  whenever a change raised it. nsqd sends while its in-flight is below RDY, so on a connection
+  nsqd's in-flight is at most ``max(rdy, in-flight)``: the RDY sum alone is not enough when RDY
+  moves away from a connection that still has messages in flight. ``in_flight`` is the caller's
+  count (received, not answered); ``hold``, after a decrease, counts what nsqd may have sent under
+  the old RDY that has not arrived yet (arrivals count it down; the first tick one silence window
+  later ends it). So nsqd's in-flight summed over every nsqd stays within ``max_in_flight``, up to
+  answers still on their way to nsqd (a retry waits one round trip after a FIN for that reason).
+  An increase the budget cannot cover yet is made in part and retried on the next answer or tick.
 
-Where this differs from go-nsq v1.1, and why:
+Policies: ``"adaptive"`` (the Reader's default; the budget follows the messages, see
+:mod:`.follow`) and ``"even"``, go-nsq v1.1's (``per_conn = max_in_flight // num_conns``, at
+least 1; redistribution of RDY 1 when there are more connections than ``max_in_flight``). The
+backoff levels and windows are go-nsq's for both. Durations are seconds; ``now`` is monotonic.
+
+Where the even policy and backoff differ from go-nsq v1.1, and why:
 
 * Joins and leaves rebalance at once: existing connections above the new share are lowered before
   the newcomer is raised, and a leaver's RDY is handed to the others immediately (go-nsq waits for
@@ -48,17 +59,27 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from .backoff import BackoffStrategy, ExponentialBackoff, FullJitterBackoff, Outcome
+from .follow import ConnState, plan
+from .follow import _zero as _zero_in_flight
 
 if TYPE_CHECKING:
     from ..config import Config
 
-__all__ = ["MAX_BACKOFF_LEVEL", "RdyChange", "RdyController", "per_connection_share"]
+__all__ = [
+    "MAX_BACKOFF_LEVEL",
+    "RDY_STRATEGIES",
+    "RdyChange",
+    "RdyController",
+    "per_connection_share",
+]
 
 
 MAX_BACKOFF_LEVEL = 32
 _RETRY_DELAY = 1.0  # go-nsq: no connection could take the test RDY 1, try again after 1 s
 _FAILURE = Outcome.FAILURE
 _SUCCESS = Outcome.SUCCESS
+RDY_STRATEGIES = ("adaptive", "even")
+_MIN_SILENCE = 0.001  # seconds: a silence window shorter than this is scheduling noise
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,16 +100,15 @@ def per_connection_share(max_in_flight: int, num_conns: int) -> int:
     return max(1, max_in_flight // num_conns)
 
 
-class _Conn:
-    __slots__ = ("key", "last_msg", "max_rdy", "rdy", "rdy_set_at", "waiting_since")
-
-    def __init__(self, key: Hashable, max_rdy: int, now: float) -> None:
-        self.key = key
-        self.max_rdy = max_rdy
-        self.rdy = 0
-        self.rdy_set_at = now  # when rdy last changed
-        self.waiting_since = now  # when rdy last became 0 (or the connection joined)
-        self.last_msg = -math.inf  # never received a message: idle from the start, as go-nsq
+def _coalesce(out: list[RdyChange], before: dict[Hashable, int]) -> tuple[RdyChange, ...]:
+    """Several decisions in one call: one change per connection, decreases first (each
+    decision kept the budget, so their final state does too, and so does every prefix)."""
+    final: dict[Hashable, int] = {}
+    for ch in out:
+        final[ch.conn] = ch.count
+    downs = [RdyChange(k, n) for k, n in final.items() if n < before[k]]
+    ups = [RdyChange(k, n) for k, n in final.items() if n > before[k]]
+    return (*downs, *ups)
 
 
 def _check_seconds(name: str, value: float, *, positive: bool = False) -> float:
@@ -116,6 +136,8 @@ class RdyController:
     """
 
     __slots__ = (
+        "_adapt_at",
+        "_adaptive",
         "_backoff",
         "_backoff_at",
         "_closed",
@@ -127,7 +149,9 @@ class RdyController:
         "_max_in_flight",
         "_redistribute_at",
         "_redistribute_interval",
+        "_retry_at",
         "_rng",
+        "_rtt",
         "_total",
     )
 
@@ -141,6 +165,7 @@ class RdyController:
         low_rdy_timeout: float,
         redistribute_interval: float,
         rng: random.Random | None = None,
+        strategy: str = "even",
     ) -> None:
         if not isinstance(backoff, BackoffStrategy):
             raise ConfigError(f"backoff must be a BackoffStrategy, got {backoff!r}")
@@ -152,8 +177,14 @@ class RdyController:
         self._redistribute_interval = _check_seconds(
             "redistribute_interval", redistribute_interval, positive=True
         )
+        if strategy not in RDY_STRATEGIES:
+            raise ConfigError(f"rdy_strategy must be 'adaptive' or 'even', got {strategy!r}")
+        self._adaptive = strategy == "adaptive"
+        self._adapt_at: float | None = None  # adaptive: when to look at the connections again
+        self._retry_at: float | None = None  # an increase waited for in-flight to drain
+        self._rtt = 0.0  # the longest round trip of any connection
         self._rng = rng if rng is not None else random.Random()
-        self._conns: dict[Hashable, _Conn] = {}
+        self._conns: dict[Hashable, ConnState] = {}
         self._total = 0
         self._level = 0
         self._backoff_at: float | None = None  # set <=> a backoff window (timeout) is active
@@ -178,6 +209,7 @@ class RdyController:
             low_rdy_timeout=config.sec.low_rdy_timeout,
             redistribute_interval=config.sec.rdy_redistribute_interval,
             rng=rng,
+            strategy=config.rdy_strategy,
         )
 
     # -- read-only state --
@@ -208,6 +240,10 @@ class RdyController:
         return self._backoff_at is not None
 
     @property
+    def strategy(self) -> str:
+        return "adaptive" if self._adaptive else "even"
+
+    @property
     def connections(self) -> list[Hashable]:
         return list(self._conns)
 
@@ -217,23 +253,40 @@ class RdyController:
 
     def next_deadline(self) -> float | None:
         """When :meth:`tick` should next be called (absolute, seconds), or None for never."""
-        b, r = self._backoff_at, self._redistribute_at
-        if b is None:
-            return r
-        if r is None:
-            return b
-        return b if b < r else r
+        at: float | None = None
+        for t in (self._backoff_at, self._redistribute_at, self._adapt_at, self._retry_at):
+            if t is not None and (at is None or t < at):
+                at = t
+        return at
 
     # -- events --
 
     def add_connection(
-        self, conn: Hashable, max_rdy_count: int, now: float
+        self,
+        conn: Hashable,
+        max_rdy_count: int,
+        now: float,
+        *,
+        in_flight: Callable[[], int] | None = None,
+        output_buffer_timeout: float = 0.25,
+        rtt: float = 0.0,
     ) -> tuple[RdyChange, ...]:
-        """A connection finished SUB; ``max_rdy_count`` is from its IDENTIFY reply."""
+        """A connection finished SUB; ``max_rdy_count`` is from its IDENTIFY reply.
+
+        ``in_flight`` counts the messages received on it and not yet answered (without it the
+        controller keeps only the RDY sum, not in-flight + RDY, within the budget);
+        ``output_buffer_timeout`` (negotiated, seconds; 0 when nsqd writes unbuffered) and
+        ``rtt`` (observed round trip, seconds) make its silence window.
+        """
         if conn in self._conns:
             raise ValueError(f"connection {conn!r} is already registered")
         _check_count("max_rdy_count", max_rdy_count)
-        self._conns[conn] = _Conn(conn, max_rdy_count, now)
+        obt = _check_seconds("output_buffer_timeout", output_buffer_timeout)
+        rtt = _check_seconds("rtt", rtt)
+        self._rtt = max(self._rtt, rtt)
+        self._conns[conn] = ConnState(
+            conn, max_rdy_count, now, in_flight, max(_MIN_SILENCE, obt), rtt
+        )
         return self._connections_changed(now)
 
     def remove_connection(self, conn: Hashable, now: float) -> tuple[RdyChange, ...]:
@@ -260,20 +313,46 @@ class RdyController:
         self._sync_redistribution(now)
         return tuple(out)
 
-    def messages_received(self, conn: Hashable, count: int, now: float) -> None:
+    def messages_received(self, conn: Hashable, count: int, now: float) -> tuple[RdyChange, ...]:
         """A batch of ``count`` messages arrived on ``conn`` (call once per batch, not per message).
 
         Only the time matters to the policy (idle detection); unknown connections are ignored.
+        With the adaptive policy a connection that starts delivering gets its share at once
+        (the returned changes); otherwise, and on the common path, nothing is returned.
         """
         c = self._conns.get(conn)
-        if c is not None:
-            c.last_msg = now
+        if c is None:
+            return _NO_CHANGES
+        c.last_msg = now
+        if c.probe_at is not None:
+            c.observed(now - c.probe_at)
+        if c.hold:
+            c.hold = max(0, c.hold - count)
+        if c.hot:
+            return _NO_CHANGES
+        c.hot = True
+        if not self._adaptive or self._level or self._closed:
+            return _NO_CHANGES
+        out: list[RdyChange] = []
+        self._decide(now, out)
+        return tuple(out) if out else _NO_CHANGES
 
     def message_result(self, outcome: Outcome, now: float) -> tuple[RdyChange, ...]:
         """One message was answered: SUCCESS (FIN), FAILURE (REQ with backoff), NEUTRAL (REQ)."""
+        if self._retry_at is not None and outcome is not _FAILURE:
+            # an increase waits for this: retry once nsqd has seen the answer too
+            at = now + self._rtt
+            if at < self._retry_at:
+                self._retry_at = at
         if self._level or outcome is _FAILURE:
             return self._signal(outcome, now)
         return _NO_CHANGES
+
+    @property
+    def awaiting_answers(self) -> bool:
+        """True while an RDY increase waits for messages in flight to be answered: report
+        every result then (:meth:`message_result`), so it is made as soon as one is."""
+        return self._retry_at is not None
 
     def set_max_in_flight(self, n: int, now: float) -> tuple[RdyChange, ...]:
         """Change the budget; ``0`` pauses (RDY 0 everywhere), raising it again resumes.
@@ -295,18 +374,34 @@ class RdyController:
         return tuple(out)
 
     def tick(self, now: float) -> tuple[RdyChange, ...]:
-        """Fire whatever is due at ``now``: the end of a backoff window, a redistribution round."""
+        """Fire whatever is due at ``now``: the end of a backoff window, a redistribution round.
+
+        Silence (a drained connection, the end of a hold) is judged here only, so call it once
+        the connections' pending input has been read (after a poll of the sockets), not from
+        a timer that may run late straight after a stall."""
         if self._closed:
             return _NO_CHANGES
+        before = {c.key: c.rdy for c in self._conns.values()}
+        for c in self._conns.values():  # a window after a decrease, what was sent has arrived
+            if c.hold and now >= c.hold_until:
+                c.hold = 0
         out: list[RdyChange] = []
         if self._backoff_at is not None and now >= self._backoff_at:
             self._backoff_at = None
             self._ensure_test_holder(now, out)
+        if self._retry_at is not None and now >= self._retry_at:
+            self._retry_at = None
+            if self._level == 0:
+                self._rebalance(now, out)
+            else:
+                self._ensure_test_holder(now, out)
+        if self._adapt_at is not None and now >= self._adapt_at and self._level == 0:
+            self._decide(now, out, settled=True)
         self._sync_redistribution(now)
         if self._redistribute_at is not None and now >= self._redistribute_at:
             self._redistribute(now, out)
             self._redistribute_at = now + self._redistribute_interval
-        return tuple(out) if out else _NO_CHANGES
+        return _coalesce(out, before) if out else _NO_CHANGES
 
     def close(self) -> tuple[RdyChange, ...]:
         """RDY 0 to every connection holding RDY, then stop deciding (graceful close)."""
@@ -316,6 +411,8 @@ class RdyController:
             self._closed = True
             self._backoff_at = None
             self._redistribute_at = None
+            self._adapt_at = None
+            self._retry_at = None
         return tuple(out)
 
     # -- backoff --
@@ -357,18 +454,33 @@ class RdyController:
         if not eligible:
             self._backoff_at = now + _RETRY_DELAY  # keep a deadline so backoff can always end
             return
+        if self._free(now) < 1:  # all of the budget in flight: RDY 1 costs nothing where one is
+            eligible = [c for c in eligible if c.reserved(now) >= 1]
+            if not eligible:
+                self._retry_later(now)
+                return
         self._set(self._longest_waiting(eligible, now, ())[0], 1, now, out)
 
     # -- distribution --
 
+    def _decide(self, now: float, out: list[RdyChange], settled: bool = False) -> None:
+        """The adaptive policy outside backoff (:mod:`.follow`): targets, then the next look."""
+        conns = list(self._conns.values())
+        targets, at = plan(conns, self._max_in_flight, now, self._ordered, settled)
+        self._apply(targets, now, out)
+        self._adapt_at = at
+
     def _rebalance(self, now: float, out: list[RdyChange]) -> None:
         """Outside backoff: every connection to its share, within the budget."""
+        if self._adaptive:
+            self._decide(now, out)
+            return
         conns = list(self._conns.values())
         if not conns:
             return
         mif = self._max_in_flight
         share = per_connection_share(mif, len(conns))
-        targets: dict[_Conn, int] = {}
+        targets: dict[ConnState, int] = {}
         if share * len(conns) <= mif:
             for c in conns:
                 targets[c] = min(share, c.max_rdy)
@@ -390,9 +502,9 @@ class RdyController:
     def _redistribute(self, now: float, out: list[RdyChange]) -> None:
         """Take RDY from idle or long-served connections; give RDY 1 to those waiting longest."""
         budget = self._max_in_flight if self._level == 0 else min(1, self._max_in_flight)
-        targets: dict[_Conn, int] = {}
+        targets: dict[ConnState, int] = {}
         used = 0
-        zeroed: list[_Conn] = []
+        zeroed: list[ConnState] = []
         for c in self._conns.values():
             if c.rdy > 0:
                 if (
@@ -415,21 +527,28 @@ class RdyController:
         self._apply(targets, now, out)
 
     def _longest_waiting(
-        self, conns: list[_Conn], now: float, zeroed: list[_Conn] | tuple[()]
-    ) -> list[_Conn]:
+        self, conns: list[ConnState], now: float, zeroed: list[ConnState] | tuple[()]
+    ) -> list[ConnState]:
         """``conns`` ordered by how long they have gone without RDY; ``zeroed`` count as now."""
         if not zeroed:
             return self._ordered(conns, lambda c: c.waiting_since)
         just = set(zeroed)
         return self._ordered(conns, lambda c: now if c in just else c.waiting_since)
 
-    def _ordered(self, conns: list[_Conn], key: Callable[[_Conn], float]) -> list[_Conn]:
+    def _ordered(
+        self, conns: list[ConnState], key: Callable[[ConnState], float]
+    ) -> list[ConnState]:
         rnd = self._rng.random
         return sorted(conns, key=lambda c: (key(c), rnd()))
 
     def _sync_redistribution(self, now: float) -> None:
         n = len(self._conns)
         mif = self._max_in_flight
+        if self._level:
+            self._adapt_at = None
+        if self._adaptive and self._level == 0:
+            self._redistribute_at = None
+            return
         needed = self._backoff_at is None and mif > 0 and (n > mif if self._level == 0 else n > 1)
         if not needed:
             self._redistribute_at = None
@@ -438,23 +557,62 @@ class RdyController:
 
     # -- applying decisions --
 
-    def _apply(self, targets: dict[_Conn, int], now: float, out: list[RdyChange]) -> None:
+    def _apply(self, targets: dict[ConnState, int], now: float, out: list[RdyChange]) -> None:
         for c, n in targets.items():  # decreases first, so no prefix exceeds the budget
             if n < c.rdy:
                 self._set(c, n, now, out)
-        for c, n in targets.items():
+        free: int | None = None
+        ups = [(c, n) for c, n in targets.items() if n > c.rdy]
+        if len(ups) > 1:  # what the budget cannot cover yet goes to who waited longest
+            ups.sort(key=lambda cn: cn[0].waiting_since if cn[0].rdy == 0 else cn[0].raised_at)
+        for c, n in ups:
             if n > c.rdy:
-                self._set(c, n, now, out)
+                if free is None:
+                    free = self._free(now)
+                before = c.reserved(now)
+                allowed = min(n, free + before)  # what is in flight stays counted
+                if allowed < n:
+                    self._retry_later(now)
+                if allowed > c.rdy:
+                    self._set(c, allowed, now, out)
+                    free -= c.reserved(now) - before
+
+    def _free(self, now: float) -> int:
+        """The budget left once every connection's RDY or in-flight (whichever is more) is
+        counted: what may still be handed out without nsqd's in-flight exceeding the budget."""
+        return self._max_in_flight - sum(c.reserved(now) for c in self._conns.values())
+
+    def _retry_later(self, now: float) -> None:
+        """An increase waits for messages in flight to be answered or for a hold to end: look
+        again when the first hold ends, else in one silence window (the shortest); answers
+        bring it forward (:meth:`message_result`)."""
+        ends = [c.hold_until for c in self._conns.values() if c.hold and c.hold_until > now]
+        if ends:
+            at = min(ends)
+        else:
+            windows = [c.silence for c in self._conns.values()]
+            at = now + (min(windows) if windows else _MIN_SILENCE)
+        if self._retry_at is None or at < self._retry_at:
+            self._retry_at = at
 
     def _zero_all(self, now: float, out: list[RdyChange]) -> None:
         for c in self._conns.values():
             if c.rdy > 0:
                 self._set(c, 0, now, out)
 
-    def _set(self, c: _Conn, n: int, now: float, out: list[RdyChange]) -> None:
+    def _set(self, c: ConnState, n: int, now: float, out: list[RdyChange]) -> None:
         self._total += n - c.rdy
         if n == 0:
             c.waiting_since = now
+        if n > c.rdy:
+            c.raised_at = now
+            if c.rdy == 0:
+                c.probe_at = now  # the first delivery after this measures nsqd's response
+        elif c.in_flight is not _zero_in_flight:
+            # deliveries sent under the old RDY may be on their way: count them until they
+            # arrive or a silence window passes
+            c.hold = max(c.hold, c.rdy - c.in_flight())
+            c.hold_until = now + c.silence
         c.rdy = n
         c.rdy_set_at = now
         out.append(RdyChange(c.key, n))

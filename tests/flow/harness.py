@@ -33,6 +33,7 @@ def make_controller(
     *,
     seed: int = 0,
     backoff: BackoffStrategy | None = None,
+    strategy: str = "even",
     **overrides: float,
 ) -> RdyController:
     options = {**DEFAULTS, **overrides}
@@ -40,14 +41,37 @@ def make_controller(
         max_in_flight,
         backoff=backoff if backoff is not None else ExponentialBackoff(1.0),
         rng=random.Random(seed),
+        strategy=strategy,
         **options,
     )
 
 
+OBT = 0.025  # the output_buffer_timeout and round trip the harness's connections report
+RTT = 0.001
+SILENCE = OBT + 2 * RTT
+
+
+class Count:
+    """A connection's in-flight count as the controller reads it (copied along with it)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self) -> int:
+        return self.n
+
+
 class Harness:
-    def __init__(self, ctl: RdyController, now: float = 1000.0) -> None:
+    def __init__(self, ctl: RdyController, now: float = 1000.0, *, track: bool = False) -> None:
         self.ctl = ctl
         self.now = now
+        #: model nsqd's in-flight per connection and give it to the controller; the budget then
+        #: covers max(RDY, in-flight) per connection, not only the RDY sum
+        self.track = track
+        self.counts: dict[Hashable, Count] = {}
+        self.max_nsqd_in_flight = 0
         self.wire: dict[Hashable, int] = {}
         self.max_rdy: dict[Hashable, int] = {}
         self.ever_served: set[Hashable] = set()
@@ -56,20 +80,33 @@ class Harness:
 
     def copy(self) -> Harness:
         """An independent copy (controller and its rng included) to explore a future on."""
-        twin = Harness(copy.deepcopy(self.ctl), self.now)
+        ctl, counts = copy.deepcopy((self.ctl, self.counts))  # one memo: the copy reads its own
+        twin = Harness(ctl, self.now, track=self.track)
+        twin.counts = counts
         twin.wire = dict(self.wire)
         twin.max_rdy = dict(self.max_rdy)
         twin.dry = set(self.dry)
         return twin
 
     @classmethod
-    def new(cls, max_in_flight: int, **kwargs: object) -> Harness:
-        return cls(make_controller(max_in_flight, **kwargs))  # type: ignore[arg-type]
+    def new(cls, max_in_flight: int, *, track: bool = False, **kwargs: object) -> Harness:
+        return cls(make_controller(max_in_flight, **kwargs), track=track)  # type: ignore[arg-type]
 
     # -- driving --
 
     def add(self, conn: Hashable, max_rdy: int = 2500) -> Sequence[RdyChange]:
-        changes = self.ctl.add_connection(conn, max_rdy, self.now)
+        if self.track:
+            self.counts[conn] = Count()
+            changes = self.ctl.add_connection(
+                conn,
+                max_rdy,
+                self.now,
+                in_flight=self.counts[conn],
+                output_buffer_timeout=OBT,
+                rtt=RTT,
+            )
+        else:
+            changes = self.ctl.add_connection(conn, max_rdy, self.now)
         self.wire[conn] = 0
         self.max_rdy[conn] = max_rdy
         return self._apply(changes)
@@ -79,11 +116,42 @@ class Harness:
         self.wire.pop(conn, None)
         self.max_rdy.pop(conn, None)
         self.dry.discard(conn)
+        self.counts.pop(conn, None)
         assert all(c.conn != conn for c in changes), "a change was sent to the removed conn"
         return self._apply(changes)
 
-    def received(self, conn: Hashable, count: int = 1) -> None:
-        self.ctl.messages_received(conn, count, self.now)
+    def received(self, conn: Hashable, count: int = 1) -> Sequence[RdyChange]:
+        return self._apply(self.ctl.messages_received(conn, count, self.now))
+
+    def spare(self, conn: Hashable) -> int:
+        """How many messages nsqd would send now (it sends while in-flight < RDY)."""
+        return max(0, self.wire[conn] - self.inflight.get(conn, 0))
+
+    def deliver(self, conn: Hashable, count: int = 1) -> Sequence[RdyChange]:
+        """nsqd sends ``count`` (at most what RDY allows) on ``conn``."""
+        count = min(count, self.spare(conn))
+        if count <= 0:
+            return ()
+        self.counts[conn].n += count
+        self._check_in_flight()
+        return self.received(conn, count)
+
+    def answer(self, conn: Hashable, outcome: Outcome = Outcome.SUCCESS) -> Sequence[RdyChange]:
+        assert self.counts[conn].n > 0
+        self.counts[conn].n -= 1
+        return self.result(outcome)
+
+    @property
+    def inflight(self) -> dict[Hashable, int]:
+        return {c: k.n for c, k in self.counts.items()}
+
+    def _check_in_flight(self) -> None:
+        total = sum(self.inflight.values())
+        self.max_nsqd_in_flight = max(self.max_nsqd_in_flight, total)
+
+    def reserved(self) -> int:
+        inflight = self.inflight
+        return sum(max(n, inflight.get(c, 0)) for c, n in self.wire.items())
 
     def result(self, outcome: Outcome) -> Sequence[RdyChange]:
         return self._apply(self.ctl.message_result(outcome, self.now))
@@ -133,6 +201,7 @@ class Harness:
     def _apply(self, changes: Sequence[RdyChange]) -> Sequence[RdyChange]:
         budget_after = self._budget()
         seen_increase = False
+        reserved = self.reserved()
         for ch in changes:
             assert isinstance(ch, RdyChange)
             assert ch.conn in self.wire, f"change for unknown conn {ch.conn!r}"
@@ -150,6 +219,12 @@ class Harness:
                 assert sum(self.wire.values()) <= budget_after, (
                     f"transient RDY sum {sum(self.wire.values())} > {budget_after} after {ch}"
                 )
+                if self.track:  # nsqd sends while in-flight < RDY: in-flight + spare RDY
+                    now_reserved = self.reserved()  # (an increase below in-flight adds nothing)
+                    assert now_reserved <= max(self.ctl.max_in_flight, reserved), (
+                        f"RDY/in-flight {now_reserved} > {self.ctl.max_in_flight} after {ch}"
+                    )
+            reserved = self.reserved()
             if ch.count > 0:
                 self.ever_served.add(ch.conn)
         self.sent.extend(changes)
@@ -177,10 +252,16 @@ class Harness:
             assert deadline is not None
         elif ctl.in_backoff:
             # liveness: backoff can only end through a result, so someone must be able to get one
-            if mif > 0 and self.eligible() > 0:
+            if self.track and total == 0:  # the test RDY 1 may wait for in-flight to drain
+                assert mif == 0 or self.eligible() == 0 or deadline is not None
+            elif mif > 0 and self.eligible() > 0:
                 assert total == 1, "in backoff, outside a window, nobody holds the test RDY 1"
             else:
                 assert total == 0
+        elif self.track or ctl.strategy == "adaptive":
+            # increases may wait for in-flight to drain; the adaptive split follows deliveries
+            if mif > 0 and self.eligible() > 0 and total == 0:
+                assert deadline is not None, "RDY 0 everywhere and nothing scheduled"
         else:
             share = per_connection_share(mif, n)
             if share * n <= mif:
@@ -205,14 +286,21 @@ def drive_out_of_backoff(h: Harness) -> None:
         h.set_max(1)
     if not any(m > 0 and c not in h.dry for c, m in h.max_rdy.items()):
         h.add(("liveness", len(h.sent), h.now), 1)
-    max_steps = (h.ctl.backoff_level + 2) * (len(h.wire) + 3) * 2
+    max_steps = (h.ctl.backoff_level + 2) * (len(h.wire) + 3 + sum(h.inflight.values())) * 2
     for _ in range(max_steps):
         if not h.ctl.in_backoff:
             return
-        wet = [c for c in h.holders() if c not in h.dry]
-        if wet and not h.ctl.backoff_timeout_active:
-            h.received(wet[0])
-            h.result(Outcome.SUCCESS)
+        held = [c for c, n in h.inflight.items() if n > 0]
+        wet = [c for c in h.holders() if c not in h.dry and (not h.track or h.spare(c))]
+        if held and not h.ctl.backoff_timeout_active:
+            h.answer(held[0])
+        elif wet and not h.ctl.backoff_timeout_active:
+            if h.track:
+                h.deliver(wet[0])
+                h.answer(wet[0])
+            else:
+                h.received(wet[0])
+                h.result(Outcome.SUCCESS)
         else:
             h.to_deadline()
     raise AssertionError(f"backoff did not end within {max_steps} steps: {h.ctl!r}")

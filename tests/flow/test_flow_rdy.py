@@ -316,7 +316,11 @@ def test_from_config_converts_milliseconds_and_picks_the_strategy() -> None:
     deadline = jitter.next_deadline()
     assert deadline is not None and hj.now <= deadline < hj.now + 2.0
 
-    slow = RdyController.from_config(Config(max_in_flight=1, rdy_redistribute_interval=2000))
+    assert ctl.strategy == "adaptive"  # the default
+    slow = RdyController.from_config(
+        Config(max_in_flight=1, rdy_redistribute_interval=2000, rdy_strategy="even")
+    )
+    assert slow.strategy == "even"
     hs = Harness(slow)
     hs.add("a")
     hs.add("b")
