@@ -26,6 +26,12 @@ The round trip is the IDENTIFY one, raised by how long the first delivery after 
   ``k = max_in_flight`` slots every connection gets a turn within ``ceil(n / k)`` turns: the
   first delivery waits at most ``ceil(n / k) * 3 * (output_buffer_timeout + 2 * rtt)`` (64 nsqd,
   k = 16, our 25 ms buffer: 0.33 s; at nsqd's own 250 ms default, 3 s).
+* An idle fleet costs (almost) nothing: once no connection has delivered for a while, cold
+  turns lengthen with the quiet time (half of it, at most ``_IDLE_TURN_MAX``), so the
+  rotation sends a few RDY a second instead of ``2k`` every window; the first message brings
+  the fast pace back. The bound above holds while messages flow (a preloaded or busy fleet);
+  a message published into a fleet quiet for ``2 * _IDLE_TURN_MAX`` or longer waits at most
+  ``ceil(n / k) * (_IDLE_TURN_MAX + 2 windows)`` for its turn (64 nsqd, k = 16: about 4.2 s).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ __all__ = ["ConnState", "plan"]
 
 _PROBE_FRACTION = 16  # while some connections deliver, at most 1/16 of the budget probes the rest
 _TURN = 2  # in RDY-1 rotation a delivering connection keeps its slot this many silence windows
+_IDLE_PACE = 1 / 2  # a quiet fleet's cold turn lasts this fraction of its quiet time ...
+_IDLE_TURN_MAX = 1.0  # ... up to this (s): the trade of idle RDY traffic against discovery
 
 
 def _zero() -> int:
@@ -50,6 +58,7 @@ class ConnState:
         "hold_until",
         "hot",
         "in_flight",
+        "joined",
         "key",
         "last_msg",
         "max_rdy",
@@ -78,6 +87,7 @@ class ConnState:
         self.rdy_set_at = now  # when rdy last changed
         self.raised_at = now  # when rdy last grew (a silence window starts there)
         self.waiting_since = now  # when rdy last became 0 (or the connection joined)
+        self.joined = now  # a fleet is quiet from its newest join or message on
         self.last_msg = -float("inf")  # never received a message: idle from the start, as go-nsq
         self.hot = False
         self.in_flight = in_flight if in_flight is not None else _zero
@@ -116,13 +126,13 @@ def _rotate(
     pool: list[ConnState],
     slots: int,
     now: float,
-    expiry: Callable[[ConnState], float],
+    turn: Callable[[ConnState], float],
     ordered: Callable[[list[ConnState], Callable[[ConnState], float]], list[ConnState]],
     targets: dict[ConnState, int],
 ) -> float | None:
-    """Give RDY 1 to ``slots`` of ``pool``: holders whose turn has not expired keep theirs, the
-    freed slots go to the longest waiting. Returns when the next turn expires (None: nobody
-    waits for one)."""
+    """Give RDY 1 to ``slots`` of ``pool``: holders whose turn (``turn(c)`` seconds from its
+    raise) has not expired keep theirs, the freed slots go to the longest waiting. Returns when
+    the next turn expires (None: nobody waits for one)."""
     if slots <= 0:
         for c in pool:
             targets[c] = 0
@@ -131,7 +141,7 @@ def _rotate(
         for c in pool:
             targets[c] = 1
         return None
-    keep = [c for c in pool if c.rdy > 0 and expiry(c) > now]
+    keep = [c for c in pool if c.rdy > 0 and c.raised_at + turn(c) > now]
     if len(keep) > slots:  # the budget shrank: the most recently raised keep their slot
         keep = ordered(keep, lambda c: -c.raised_at)[:slots]
     chosen = set(keep)
@@ -143,7 +153,7 @@ def _rotate(
     for c in pool:
         if c in chosen:
             targets[c] = 1
-            e = expiry(c) if c.rdy > 0 else now + c.silence * (_TURN if c.hot else 1)
+            e = c.raised_at + turn(c) if c.rdy > 0 else now + turn(c)
             if e <= now:
                 e = now + c.silence
             if at is None or e < at:
@@ -185,21 +195,24 @@ def plan(
             targets[c] = min(share, c.max_rdy)
         return targets, None
     probes = min(len(cold), max(1, budget // _PROBE_FRACTION)) if hot else len(cold)
+    idle = 0.0  # how long a cold turn lasts beyond its window while the whole fleet is quiet
+    if not hot:
+        recent = max(c.last_msg if c.last_msg > c.joined else c.joined for c in elig)
+        idle = min((now - recent) * _IDLE_PACE, _IDLE_TURN_MAX)
+
+    def turn(c: ConnState) -> float:
+        if c.hot:
+            return c.silence * _TURN
+        return c.silence if c.silence > idle else idle
+
     at: float | None
     if len(hot) + probes > budget:  # more connections than slots: everyone takes turns
-        at = _rotate(
-            elig,
-            budget,
-            now,
-            lambda c: c.raised_at + c.silence * (_TURN if c.hot else 1),
-            ordered,
-            targets,
-        )
+        at = _rotate(elig, budget, now, turn, ordered, targets)
         for c in elig:  # a delivering holder also hands its slot on as soon as it drains
             if c.hot and c.rdy > 0 and targets[c] > 0:
                 at = _earlier(at, _drain_check(c, now))
         return targets, at
-    at = _rotate(cold, probes, now, lambda c: c.raised_at + c.silence, ordered, targets)
+    at = _rotate(cold, probes, now, turn, ordered, targets)
     base, extra = divmod(budget - min(probes, len(cold)), len(hot))
     spare = 0
     for i, c in enumerate(hot):

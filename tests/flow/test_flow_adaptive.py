@@ -10,7 +10,7 @@ import math
 from collections.abc import Hashable
 
 from nsqclient.flow import Outcome
-from nsqclient.flow.follow import _TURN
+from nsqclient.flow.follow import _IDLE_TURN_MAX, _TURN
 
 from .harness import SILENCE, Harness
 
@@ -153,3 +153,29 @@ def test_backoff_keeps_its_meaning() -> None:
     for _ in range(10):
         h.to_deadline()
         assert sum(h.wire.values()) <= 1
+
+
+def test_an_idle_fleet_slows_its_turns_and_the_first_message_brings_the_pace_back() -> None:
+    """More nsqd than max_in_flight and nothing to deliver: after the fleet has been quiet the
+    RDY-1 turns last up to _IDLE_TURN_MAX (a few RDY a second, not 2k every window); a message
+    still gets its turn within the documented bound, and delivering restores the fast pace."""
+    h = adaptive(16)
+    conns = [f"c{i}" for i in range(64)]
+    for conn in conns:
+        h.add(conn)
+    run(h, {}, 5.0)  # quiet: the pace has reached its cap
+    changes = 0
+    end = h.now + 5.0
+    while h.now < end:
+        changes += len(h.to_deadline())
+        assert h.reserved() <= 16
+    # 16 slots handed on about once a second: 2 changes each (the holder's 0, the next one's 1)
+    assert changes <= 2 * 16 * 5 * 1.5, changes
+    fast_turns = 5.0 / (3 * SILENCE)  # what the fast pace would have made in the same time
+    assert changes < 2 * 16 * fast_turns / 10, changes
+    waiting = next(c for c in conns if not h.wire[c])
+    first: dict[Hashable, float] = {}
+    start = h.now
+    run(h, {waiting: 50}, math.ceil(64 / 16) * (_IDLE_TURN_MAX + 3 * SILENCE) + 0.1, first=first)
+    assert waiting in first, "a message in a quiet fleet waited longer than the bound"
+    assert first[waiting] - start <= math.ceil(64 / 16) * (_IDLE_TURN_MAX + 3 * SILENCE)
