@@ -6,6 +6,7 @@ never sent, and ``stats()["failed"]`` counts what failed before the core Writer 
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 from typing import Any
 
 import pytest
@@ -124,8 +125,21 @@ def test_a_cancelled_pub_nowait_counts_as_failed(nsqd: NsqdProcess) -> None:
         with frozen(nsqd):
             first = writer.pub_nowait(topic, b"on-the-wire", timeout=1.0)
             wait_for(lambda: writer.stats()["outstanding"] == 1, what="the first publish sent")
-            second = writer.pub_nowait(topic, b"withdrawn", timeout=DEADLINE)
-            assert second.cancel()
+            # hold the loop thread so that it cannot claim the second publish before the
+            # cancel (once claimed, a concurrent future can no longer be cancelled)
+            entered, release = threading.Event(), threading.Event()
+
+            def hold() -> None:
+                entered.set()
+                release.wait(DEADLINE)
+
+            writer.loop.call_soon_threadsafe(hold)
+            assert entered.wait(DEADLINE)
+            try:
+                second = writer.pub_nowait(topic, b"withdrawn", timeout=DEADLINE)
+                assert second.cancel()
+            finally:
+                release.set()
             with pytest.raises((NSQTimeoutError, ConnectionClosedError)):
                 first.result(DEADLINE)
         wait_for(lambda: writer.stats()["failed"] == 2, what="both counted")
