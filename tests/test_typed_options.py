@@ -61,6 +61,9 @@ def test_mypy_refuses_misspelt_and_mistyped_options(tmp_path: Path) -> None:
             "--follow-imports=silent",
             "--show-error-codes",
             "--no-error-summary",
+            # a cache of its own: the shared one reports a same-named module's errors under the
+            # path of an earlier run's temporary folder
+            f"--cache-dir={tmp_path / 'mypy-cache'}",
             str(snippet),
         ],
         cwd=ROOT,
