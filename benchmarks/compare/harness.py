@@ -105,8 +105,11 @@ def resolve_client(
     return ClientSpec(name, None, "unknown client")
 
 
-def parse_driver_output(stdout: str) -> dict[str, Any]:
-    """The last protocol line (a JSON object with ``"nsqbench"``) of a driver's stdout."""
+def parse_driver_output(
+    stdout: str, marker: str = "nsqbench", who: str = "driver"
+) -> dict[str, Any]:
+    """The last protocol line (a JSON object with ``marker``) of a driver's stdout (the fleet
+    benchmark's clients print theirs with ``"fleetbench"``)."""
     for line in reversed(stdout.splitlines()):
         line = line.strip()
         if not line.startswith("{"):
@@ -115,9 +118,9 @@ def parse_driver_output(stdout: str) -> dict[str, Any]:
             data = json.loads(line)
         except ValueError:
             continue
-        if isinstance(data, dict) and "nsqbench" in data:
+        if isinstance(data, dict) and marker in data:
             return data
-    raise ValueError("the driver printed no result line")
+    raise ValueError(f"the {who} printed no result line")
 
 
 def call_driver(

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from nsqclient.aio import Writer
+from nsqclient.benchmark.nsqd_admin import ChannelCounts
 from nsqclient.testing.daemons import NsqBinaryNotFound, find_nsq_binary
 
 from .body import make_bodies
@@ -171,15 +172,7 @@ class Fleet:
         self, nsqds: Sequence[Any], topic: str, channel: str
     ) -> list[dict[str, int]]:
         """nsqd's own counters of ``topic/channel``, one dict per nsqd."""
-        keys = (
-            "depth",
-            "in_flight_count",
-            "deferred_count",
-            "message_count",
-            "requeue_count",
-            "timeout_count",
-            "client_count",
-        )
+        keys = ChannelCounts.KEYS
         out = []
         for nsqd in nsqds:
             counts = dict.fromkeys(keys, 0)

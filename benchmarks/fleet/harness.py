@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -18,6 +17,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
+
+from ..compare.harness import parse_driver_output
 
 __all__ = ["REPO_ROOT", "ClientRun", "ClientSpec", "parse_result_line", "resolve_client"]
 
@@ -53,16 +54,7 @@ def resolve_client(
 
 def parse_result_line(stdout: str) -> dict[str, Any]:
     """The last JSON object with ``"fleetbench"`` a client printed."""
-    for line in reversed(stdout.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                data = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(data, dict) and "fleetbench" in data:
-                return data
-    raise ValueError("the client printed no result line")
+    return parse_driver_output(stdout, "fleetbench", "client")
 
 
 class ClientRun:
