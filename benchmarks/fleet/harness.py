@@ -18,20 +18,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from ..compare.harness import parse_driver_output
+from ..compare.harness import DEFAULT_GOBENCH, REPO_ROOT, parse_driver_output
+from ..compare.harness import ClientSpec as _CompareClientSpec
 
-__all__ = ["REPO_ROOT", "ClientRun", "ClientSpec", "parse_result_line", "resolve_client"]
-
-REPO_ROOT = Path(__file__).resolve().parents[2]  # fleet -> benchmarks -> checkout
-DEFAULT_GOBENCH = REPO_ROOT / "test_service" / ".gobench" / "gobench"
+__all__ = [
+    "DEFAULT_GOBENCH",
+    "REPO_ROOT",
+    "ClientRun",
+    "ClientSpec",
+    "parse_result_line",
+    "resolve_client",
+]
 
 
 @dataclasses.dataclass
-class ClientSpec:
-    name: str
-    command: list[str] | None
-    missing: str = ""
-    env: dict[str, str] = dataclasses.field(default_factory=dict)
+class ClientSpec(_CompareClientSpec):
+    """The comparison's client spec, plus the Reader options of an ``nsqclient+KEY=VALUE``."""
+
     options: list[str] = dataclasses.field(default_factory=list)
 
 
