@@ -83,7 +83,11 @@ def test_both_backends_offer_the_same_surface(server: Any) -> None:
 def test_frozen_nsqd_accepts_but_answers_nothing_until_thawed(server: Any) -> None:
     with identified(server, heartbeat_ms=2000) as conn:
         conn.read_until(lambda e: e is HEARTBEAT)  # heartbeats flow before the freeze
-        conn.send(commands.nop())  # nsqd's read deadline: 2 heartbeats from now
+        # nsqd re-arms its read deadline (2 heartbeats) as it starts reading each command. A NOP has no
+        # reply, so a freeze could land before nsqd read it and leave the deadline armed at IDENTIFY's
+        # time, already past at the thaw; a PUB's OK proves the read (and re-arm) happened.
+        conn.send(commands.pub("t", b"before the freeze"))
+        conn.read_until(is_ok)
         server.freeze()
         assert server.frozen
         conn.send(commands.pub("t", b"while frozen"))
@@ -95,7 +99,7 @@ def test_frozen_nsqd_accepts_but_answers_nothing_until_thawed(server: Any) -> No
         server.thaw()
         assert not server.frozen
         conn.read_until(is_ok)  # the buffered PUB is answered at last
-    assert server.stats(topic="t")["topics"][0]["message_count"] == 1
+    assert server.stats(topic="t")["topics"][0]["message_count"] == 2
 
 
 def test_stop_and_restart_thaw_a_frozen_nsqd(backend: str) -> None:
