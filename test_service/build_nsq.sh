@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build nsqd, nsqlookupd, nsqadmin, nsq_tail and to_nsq (the version pinned in
+# Build nsqd, nsqlookupd, nsqadmin, nsq_tail, to_nsq and bench_reader (the version pinned in
 # test_service/nsqbuild/go.mod) from the Go module proxy into test_service/.bin/.
 #
 # Idempotent: when the binaries exist and the stamp file records the same pinned sources
@@ -12,7 +12,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mod_dir="$here/nsqbuild"
 bin_dir="$here/.bin"
 stamp="$bin_dir/.stamp"
-apps=(nsqd nsqlookupd nsqadmin nsq_tail to_nsq) # the last two: CLI interop tests (tests/cli)
+# nsq_tail and to_nsq: the CLI interop tests (tests/cli); bench_reader (nsq's bench/, not apps/):
+# benchmarks/drain_vs_bench_reader.py, one nsqd drained by nsq's own Go reader
+apps=(nsqd nsqlookupd nsqadmin nsq_tail to_nsq bench_reader)
 
 die() {
     echo "build_nsq.sh: ERROR: $*" >&2
@@ -75,7 +77,11 @@ trap 'rm -rf "$tmp_out"' EXIT
 start_s=$SECONDS
 pkgs=()
 for app in "${apps[@]}"; do
-    pkgs+=("github.com/nsqio/nsq/apps/$app")
+    if [[ "$app" == bench_* ]]; then
+        pkgs+=("github.com/nsqio/nsq/bench/$app")
+    else
+        pkgs+=("github.com/nsqio/nsq/apps/$app")
+    fi
 done
 # -mod=readonly: build exactly what the checked-in go.sum pins; never rewrite it here.
 if ! (cd "$mod_dir" && GOFLAGS="-mod=readonly -buildvcs=false" "$go_bin" build -o "$tmp_out/" "${pkgs[@]}"); then
