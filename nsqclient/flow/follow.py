@@ -20,7 +20,8 @@ The round trip is the IDENTIFY one, raised by how long the first delivery after 
 * Some hot: at most ``max(1, max_in_flight // 16)`` RDY-1 *probes* turn round the cold
   connections (one silence window each); the hot ones share the rest evenly.
 * More connections than the budget allows (hot plus probes above ``max_in_flight``): every
-  connection takes RDY-1 turns; a delivering holder keeps its slot for ``_TURN`` silence windows.
+  connection takes RDY-1 turns; a delivering holder keeps its slot for ``_TURN`` silence windows
+  (the median connection's, the same for all: equal turns are what keeps the shares fair).
   A slot handed on stays unused for one more window (what the holder's nsqd may have sent
   under it is still counted), so a turn lasts at most 3 windows. With ``n`` connections and
   ``k = max_in_flight`` slots every connection gets a turn within ``ceil(n / k)`` turns: the
@@ -207,6 +208,18 @@ def plan(
 
     at: float | None
     if len(hot) + probes > budget:  # more connections than slots: everyone takes turns
+        # A delivering holder's turn is the same length for all (the median window): turns
+        # measured in each one's own window would hand an nsqd whose window grew under load
+        # (a slow first delivery once) longer turns, so more of the messages. Silence is
+        # still judged in each connection's own window.
+        windows = sorted(c.silence for c in elig)
+        shared = windows[len(windows) // 2] * _TURN
+
+        def turn(c: ConnState) -> float:
+            if c.hot:
+                return shared
+            return c.silence if c.silence > idle else idle
+
         at = _rotate(elig, budget, now, turn, ordered, targets)
         for c in elig:  # a delivering holder also hands its slot on as soon as it drains
             if c.hot and c.rdy > 0 and targets[c] > 0:

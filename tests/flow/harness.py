@@ -94,7 +94,7 @@ class Harness:
 
     # -- driving --
 
-    def add(self, conn: Hashable, max_rdy: int = 2500) -> Sequence[RdyChange]:
+    def add(self, conn: Hashable, max_rdy: int = 2500, rtt: float = RTT) -> Sequence[RdyChange]:
         if self.track:
             self.counts[conn] = Count()
             changes = self.ctl.add_connection(
@@ -103,7 +103,7 @@ class Harness:
                 self.now,
                 in_flight=self.counts[conn],
                 output_buffer_timeout=OBT,
-                rtt=RTT,
+                rtt=rtt,
             )
         else:
             changes = self.ctl.add_connection(conn, max_rdy, self.now)

@@ -12,7 +12,7 @@ from collections.abc import Hashable
 from nsqclient.flow import Outcome
 from nsqclient.flow.follow import _IDLE_TURN_MAX, _TURN
 
-from .harness import SILENCE, Harness
+from .harness import RTT, SILENCE, Harness
 
 STEP = 0.002  # simulated seconds between steps (shorter than a silence window)
 
@@ -104,6 +104,26 @@ def test_more_nsqd_than_max_in_flight_every_one_served_within_the_bound() -> Non
     assert h.max_nsqd_in_flight <= k
     # fair: over a few rotations every nsqd got a similar share
     assert min(got.values()) >= 0.5 * max(got.values()), got
+
+
+def test_turns_are_equal_when_some_nsqd_answer_slower() -> None:
+    """A quarter of 64 nsqd with a round trip 20x the others' (a window widened under load):
+    in RDY-1 rotation they must not hold their turns longer, so every nsqd's share over a dozen
+    rotations stays within 20% of the mean (the fairness target of issue 21)."""
+    n, k = 64, 16
+    h = adaptive(k, seed=7)
+    conns = [f"c{i}" for i in range(n)]
+    for i, conn in enumerate(conns):
+        h.add(conn, rtt=RTT * 20 if i % 4 == 0 else RTT)
+    backlog = dict.fromkeys(conns, 10**9)
+    # the first to deliver are followed with most of the budget until probes have found every
+    # nsqd busy (the policy's point); shares are measured from the rotation on
+    run(h, backlog, 1.0)
+    got = run(h, backlog, 12 * math.ceil(n / k) * (_TURN + 1) * SILENCE)
+    mean = sum(got.values()) / n
+    shares = sorted(round(g / mean, 2) for g in got.values())
+    assert 0.8 <= shares[0] and shares[-1] <= 1.2, shares
+    assert h.max_nsqd_in_flight <= k
 
 
 def test_more_nsqd_than_max_in_flight_drains_every_one() -> None:
