@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks import run as repo_run
 from nsqclient.aio import Writer
 from nsqclient.benchmark import __main__ as cli
 from nsqclient.benchmark import runner
@@ -119,7 +120,8 @@ def test_nsqd_check_reports_what_is_left(nsqd: NsqdProcess) -> None:
 
 
 def test_multiprocess_consumers_share_one_channel(nsqd: NsqdProcess, tmp_path: Path) -> None:
-    code = cli.main(
+    """The repository's ``python -m benchmarks.run`` adds the multi-process scenarios."""
+    code = repo_run.main(
         [*_cluster_args(nsqd), "--messages", "200", "--consumer-processes", "2", "--quiet",
          "--scenarios", "e2e-procs", "--json", str(tmp_path / "r.json")]
     )  # fmt: skip

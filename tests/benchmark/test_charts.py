@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nsqclient.benchmark.chart import write_chart
+from benchmarks.chart import write_chart
 from nsqclient.benchmark.results import result_from_measurement
 
 pytestmark = pytest.mark.timeout(60)
