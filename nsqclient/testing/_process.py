@@ -58,7 +58,7 @@ class NsqBinaryNotFound(RuntimeError):
         where = "; ".join(self.searched)
         super().__init__(
             f"NSQ binary {name!r} not found (looked in: {where}). To test against real NSQ, "
-            "install nsqd and nsqlookupd v1.3.0 (release archives at {NSQ_RELEASES} "
+            f"install nsqd and nsqlookupd v1.3.0 (release archives at {NSQ_RELEASES} "
             "hold them in bin/) and put them on PATH or set NSQ_BIN_DIR to their folder. "
             "Or use the embedded NSQ server, which needs no binaries: pytest "
             "--nsq-backend=embedded, or NSQCLIENT_BACKEND=embedded."
