@@ -411,7 +411,7 @@ async def _channel_left(http: NsqdHTTPClient, topic: str, channel: str) -> tuple
 # --------------------------------------------------------------------------- command line
 
 
-def build_parser(prog: str = "nsqclient-benchmark soak") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m benchmarks.soak") -> argparse.ArgumentParser:
     defaults = SoakSettings()
     parser = argparse.ArgumentParser(
         prog=prog,
