@@ -1,7 +1,7 @@
 """The soak benchmark (repository tooling), short: ``python -m benchmarks.soak`` for 30 s
-against real nsqd with a cut every 5 s, through its command line (JSON and chart written). Correctness only: every
-acknowledged message consumed, nothing left in flight or queued; no timing or RSS assertion
-(the RSS bound is for the long run, on a quiet machine)."""
+against real nsqd with a cut every 5 s, through its command line (JSON and chart written).
+Correctness only: every acknowledged message consumed, nothing left in flight or queued; no
+timing or RSS assertion (the RSS bound is for the long run, on a quiet machine)."""
 
 from __future__ import annotations
 
