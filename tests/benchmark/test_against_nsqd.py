@@ -125,9 +125,12 @@ def test_multiprocess_consumers_share_one_channel(nsqd: NsqdProcess, tmp_path: P
         [*_cluster_args(nsqd), "--messages", "200", "--consumer-processes", "2", "--quiet",
          "--scenarios", "e2e-procs", "--json", str(tmp_path / "r.json")]
     )  # fmt: skip
-    rows = json.loads((tmp_path / "r.json").read_text())["results"]
+    report = json.loads((tmp_path / "r.json").read_text())
+    rows = report["results"]
     assert [r["errors"] for r in rows] == [0]
     assert code == 0
+    assert report["machine"]["nsqclient_source"]  # this checkout's revision, recorded by it
+    assert report["settings"]["consumer_processes"] == 2
     for row in rows:
         per_process = row["extra"]["per_process"]
         assert len(per_process) == 2
