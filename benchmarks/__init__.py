@@ -29,8 +29,8 @@ __all__ = ["CHECKOUT_BIN_DIR", "REPO_ROOT", "source_revision"]
 REPO_ROOT = Path(__file__).resolve().parent.parent  # benchmarks/ -> the checkout
 CHECKOUT_BIN_DIR = REPO_ROOT / "test_service" / ".bin"
 
-if (CHECKOUT_BIN_DIR / "nsqd").is_file():
-    os.environ.setdefault("NSQ_BIN_DIR", str(CHECKOUT_BIN_DIR))
+if (CHECKOUT_BIN_DIR / "nsqd").is_file() and not os.environ.get("NSQ_BIN_DIR"):
+    os.environ["NSQ_BIN_DIR"] = str(CHECKOUT_BIN_DIR)
 
 
 def source_revision(package: Path | None = None, root: Path = REPO_ROOT) -> str | None:

@@ -52,8 +52,8 @@ TESTS = Path(__file__).resolve().parent
 # this checkout's NSQ binaries (bash test_service/build_nsq.sh): the installed package looks only
 # in $NSQ_BIN_DIR and PATH, so the repository names its own folder here (and in its scripts)
 CHECKOUT_BIN_DIR = TESTS.parent / "test_service" / ".bin"
-if (CHECKOUT_BIN_DIR / "nsqd").is_file():
-    os.environ.setdefault("NSQ_BIN_DIR", str(CHECKOUT_BIN_DIR))
+if (CHECKOUT_BIN_DIR / "nsqd").is_file() and not os.environ.get("NSQ_BIN_DIR"):
+    os.environ["NSQ_BIN_DIR"] = str(CHECKOUT_BIN_DIR)
 BOTH_BACKENDS = [
     TESTS / "integration" / "protocol",
     TESTS / "aio",
