@@ -11,7 +11,8 @@
    ``pub_nowait()`` keeping 16 outstanding per thread (256 in all, like the aio side).
 
 Each figure is the best of ``--rounds`` rounds (messages per second). Uses only the public API and
-:class:`nsqclient.testing.daemons.NsqdProcess`; needs the nsqd binary (test_service/build_nsq.sh).
+:class:`nsqclient.testing.daemons.NsqdProcess`; needs the nsqd binary (test_service/build_nsq.sh;
+``python -m benchmarks.sync_bench`` finds it there, see :mod:`benchmarks`).
 """
 
 from __future__ import annotations

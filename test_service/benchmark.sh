@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# One command: start a local 3-node NSQ cluster, run nsqclient-benchmark against it, stop it.
+# One command: start a local 3-node NSQ cluster, run the benchmark against it, stop it.
 #
 #   bash test_service/benchmark.sh --profile quick
 #   bash test_service/benchmark.sh --profile pr --chart benchmark-results/pr.png
 #
-# Every argument goes to nsqclient-benchmark (see `nsqclient-benchmark --help`). Unless you pass
+# Every argument goes to `python -m benchmarks.run` (`nsqclient bench`'s flags plus the
+# repository's --consumer-processes and --chart; see its --help). Unless you pass
 # --markdown/--json yourself, results land in benchmark-results/run-<profile>-<UTC time>.{md,json}.
 # The cluster gets its own run folder and ports, so a development cluster from start.sh keeps
 # running: NSQ_BENCH_RUN_DIR (default test_service/.run-benchmark), NSQ_BENCH_BASE_PORT (default
@@ -56,7 +57,8 @@ extra=()
 ((want_json)) && extra+=(--json "$out/run-$profile-$stamp.json")
 
 status=0
-"$python" -m nsqclient.benchmark --cluster-env "$NSQ_RUN_DIR/cluster.env" "${extra[@]}" "$@" ||
+PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" "$python" -m benchmarks.run \
+    --cluster-env "$NSQ_RUN_DIR/cluster.env" "${extra[@]}" "$@" ||
     status=$?
 if ((want_md)); then
     echo "benchmark.sh: results in $out/run-$profile-$stamp.{md,json}" >&2

@@ -1,4 +1,4 @@
-"""The PNG chart of a comparison (needs matplotlib: the ``plot`` extra)."""
+"""The PNG chart of a comparison (needs matplotlib: the dev extra)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nsqclient.benchmark.chart import _save  # one figure style for both benchmarks
-
+from ..chart import save_figure  # one figure style for every benchmark
 from .report import PairResult
 
 __all__ = ["write_compare_chart"]
@@ -58,4 +57,4 @@ def write_compare_chart(path: str | Path, pairs: Sequence[PairResult], title: st
         )
         ax.tick_params(axis="y", labelsize=8)
     axes[-1, 0].set_xlabel("messages / s, median of the repeats (bar: min-max; red = errors)")
-    _save(fig, path, title, dpi=100)
+    save_figure(fig, path, title, dpi=100)

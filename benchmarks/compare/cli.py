@@ -10,6 +10,7 @@ from pathlib import Path
 
 from nsqclient.benchmark.results import dump_json, machine_info, write_text
 
+from .. import source_revision
 from .harness import (
     CLIENTS,
     DEFAULT_GOBENCH,
@@ -71,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
-    parser.add_argument("--chart", type=Path, help="write a PNG chart here (needs [plot])")
+    parser.add_argument("--chart", type=Path, help="write a PNG chart here (needs matplotlib)")
     parser.add_argument("--title", default="nsqclient compare", help="of the chart")
     parser.add_argument("--quiet", action="store_true")
     return parser
@@ -115,10 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         custom_drivers=custom,
     )
     if args.chart is not None:
-        from nsqclient.benchmark.chart import matplotlib_available
+        from ..chart import matplotlib_available
 
         if not matplotlib_available():
-            parser.error("--chart needs matplotlib: pip install 'nsqclient[plot]'")
+            parser.error("--chart needs matplotlib: pip install matplotlib")
     if args.render:
         pairs = merge_pairs([load_pairs(path) for path in args.render])
         if chosen:  # only the scenarios asked for, in the order asked
@@ -169,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.json,
             {
                 "tool": "benchmarks.compare",
-                "machine": machine_info(),
+                "machine": {**machine_info(), "nsqclient_source": source_revision()},
                 "settings": settings.as_dict(),
                 "elapsed_s": time.perf_counter() - started,
                 "pairs": [pr.to_dict() for pr in pairs],

@@ -30,9 +30,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from nsqclient.benchmark import accounting
 from nsqclient.benchmark.nsqd_admin import NsqdAdmin
 from nsqclient.benchmark.params import Params
 
+from .drivers._common import ACCOUNTING_ENV
 from .report import PairResult, run_errors, summarize_runs
 
 __all__ = [
@@ -97,7 +99,9 @@ def resolve_client(
             return ClientSpec(
                 name, None, f"not installed (bash test_service/peers/setup.sh {name})"
             )
-        return ClientSpec(name, [str(python), str(DRIVERS_DIR / f"{name}_driver.py")])
+        # the peer's python has no nsqclient: it loads the accounting from the installed file
+        env = {ACCOUNTING_ENV: str(Path(accounting.__file__).resolve())}
+        return ClientSpec(name, [str(python), str(DRIVERS_DIR / f"{name}_driver.py")], env=env)
     if name == "go-nsq":
         if not gobench.exists():
             return ClientSpec(name, None, "not built (bash test_service/benchmark_compare_go.sh)")

@@ -18,7 +18,7 @@ def matplotlib_missing() -> str | None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        return "matplotlib is not installed (pip install 'nsqclient[plot]'): no plot drawn"
+        return "matplotlib is not installed (pip install matplotlib): no plot drawn"
     return None
 
 
@@ -40,7 +40,7 @@ def write_fleet_plot(path: str | Path, results: Sequence[dict[str, Any]], title:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from nsqclient.benchmark.chart import _save  # one figure style for every benchmark
+    from ..chart import save_figure  # one figure style for every benchmark
 
     panels = [
         (r, part, run)
@@ -97,5 +97,5 @@ def write_fleet_plot(path: str | Path, results: Sequence[dict[str, Any]], title:
         ax.set_ylabel("nsqd")
         ax.set_xlim(0, end)
     axes[-1, 0].set_xlabel("seconds since the consumer started")
-    _save(fig, path, title, dpi=100)
+    save_figure(fig, path, title, dpi=100)
     return len(panels)

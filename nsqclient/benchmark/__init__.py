@@ -1,11 +1,11 @@
-"""nsqclient's benchmark: ``nsqclient-benchmark`` (``python -m nsqclient.benchmark``, ``nsqclient
-bench``).
+"""nsqclient's benchmark: ``nsqclient bench`` (``python -m nsqclient.benchmark``).
 
-``nsqclient-benchmark [--profile quick|pr|stress] ...`` measures every scenario against a
-running cluster (:mod:`.runner`) and exits non-zero when any message is lost, duplicated, times
-out or is not recovered. Measurement uses only the public API; the accounting every result is
-judged by is :mod:`.accounting`. The comparison with other clients (their drivers, the go-nsq
-program, the orchestration) is repository tooling in ``benchmarks/compare``, not installed.
+``nsqclient bench [--profile quick|pr|stress] ...`` measures every scenario against a running
+cluster (:mod:`.runner`) and exits non-zero when any message is lost, duplicated, times out or is
+not recovered. Measurement uses only the public API; the accounting every result is judged by is
+:mod:`.accounting`. An application of the library: nothing else in nsqclient imports it. The
+soak, the charts, the multi-process scenarios and the comparison with other clients are
+repository tooling (``benchmarks/`` in a source checkout), not installed.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""``nsqclient-benchmark`` / ``python -m nsqclient.benchmark``: ``run`` (the default) or
-``soak``.
+"""``nsqclient bench`` / ``python -m nsqclient.benchmark``: ``run`` (the default).
 
-``compare`` (the comparison with other clients) is repository tooling, not installed: it only
-says where to find it.
+``compare`` and ``soak`` are repository tooling, not installed: they only say where to find
+them.
 """
 
 from __future__ import annotations
@@ -10,26 +9,30 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-__all__ = ["COMPARE_MOVED", "main"]
+__all__ = ["MOVED", "main", "moved_message"]
 
-COMPARE_MOVED = (
-    "nsqclient-benchmark compare: the comparison with other NSQ clients is not part of the "
-    "installed package. Run it from a source checkout of nsqclient, in the checkout's top "
-    "folder: `python -m benchmarks.compare --help` (BENCHMARKS.md there says how to set up the "
-    "peer clients)."
-)
+#: subcommand -> what to run instead, from a source checkout of nsqclient
+MOVED = {
+    "compare": "python -m benchmarks.compare --help",
+    "soak": "python -m benchmarks.soak --help",
+}
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "nsqclient-benchmark") -> int:
-    """``prog``: the name usage lines show (``nsqclient bench`` when run through nsqclient)."""
+def moved_message(prog: str, command: str) -> str:
+    what = "the comparison with other NSQ clients" if command == "compare" else "the soak"
+    return (
+        f"{prog} {command}: {what} is not part of the installed package. Run it from a source "
+        f"checkout of nsqclient, in the checkout's top folder: `{MOVED[command]}` "
+        "(BENCHMARKS.md there says how to set it up)."
+    )
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "nsqclient bench") -> int:
+    """``prog``: the name usage lines show."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] == "compare":
-        print(COMPARE_MOVED.replace("nsqclient-benchmark", prog, 1), file=sys.stderr)
+    if args and args[0] in MOVED:
+        print(moved_message(prog, args[0]), file=sys.stderr)
         return 2
-    if args and args[0] == "soak":
-        from .soak import main as soak_main
-
-        return soak_main(args[1:], f"{prog} soak")
     if args and args[0] == "run":
         args = args[1:]
     from .run_cli import main as run_main

@@ -1,9 +1,5 @@
 """The benchmark's exact accounting: message bodies, loss/duplicate counting, percentiles and
-resource usage. Standard library only, and it imports nothing of nsqclient.
-
-The peer comparison in the repository (``benchmarks/compare``) loads this same file into the
-other clients' virtualenvs, which have no nsqclient, so the arithmetic every client is judged by
-exists once.
+resource usage. Standard library only: the arithmetic, with nothing of the client it judges.
 
 Bodies: an 8-byte big-endian sequence id, an 8-byte big-endian publish time (``time.time_ns()``,
 comparable across processes on one machine), then padding up to the payload size.
@@ -12,7 +8,6 @@ comparable across processes on one machine), then padding up to the payload size
 from __future__ import annotations
 
 import math
-import platform
 import resource
 import struct
 import sys
@@ -28,11 +23,9 @@ __all__ = [
     "body_factory",
     "cpu_seconds",
     "latency_summary",
-    "parse_body",
     "peak_rss_kib",
     "percentile",
     "publish_result",
-    "python_runtime",
     "steady_mark",
     "steady_rate",
 ]
@@ -56,12 +49,6 @@ def body_factory(payload_size: int) -> Callable[[int], bytes]:
         return pack(seq, now()) + padding
 
     return make
-
-
-def parse_body(body: bytes) -> tuple[int, int]:
-    """(sequence id, publish time in ns) of a benchmark body."""
-    seq, sent_ns = HEADER.unpack_from(body)
-    return int(seq), int(sent_ns)
 
 
 # --------------------------------------------------------------------------- exact accounting
@@ -221,7 +208,3 @@ def peak_rss_kib() -> int:
         pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak // 1024) if sys.platform == "darwin" else int(peak)
-
-
-def python_runtime() -> str:
-    return f"{platform.python_implementation()} {platform.python_version()}"

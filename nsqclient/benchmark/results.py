@@ -254,7 +254,6 @@ def machine_info() -> dict[str, Any]:
         pass
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "nsqclient_source": _source_revision(),
         "load_average": os.getloadavg(),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "platform": platform.platform(),
@@ -265,45 +264,21 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def _source_revision(here: Path | None = None) -> str | None:
-    """``<commit>[-dirty]`` of the nsqclient being measured when it runs from a git checkout
-    (an editable install), else None. The package's own folder is asked, and only counts when
-    git tracks it: an installed copy inside some other git tree is not that tree's code."""
-    import subprocess
-
-    if here is None:
-        from .. import __file__ as package_init
-
-        here = Path(package_init).resolve().parent
-
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(here), *args],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-
-    try:
-        git("ls-files", "--error-unmatch", "__init__.py")
-        commit = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--", ".")
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{commit}-dirty" if dirty else commit
-
-
 def json_report(
-    results: Iterable[ScenarioResult], *, settings: Mapping[str, Any]
+    results: Iterable[ScenarioResult],
+    *,
+    settings: Mapping[str, Any],
+    machine: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The ``--json`` report; ``machine`` adds to :func:`machine_info` (the repository's
+    scripts add the checkout's git revision: an installed package has none)."""
     rows = [r.to_dict() for r in results]
     from .. import __version__
 
     return {
-        "tool": "nsqclient-benchmark",
+        "tool": "nsqclient bench",
         "nsqclient": __version__,
-        "machine": machine_info(),
+        "machine": {**machine_info(), **(machine or {})},
         "settings": dict(settings),
         "results": rows,
         "ok": all(row["errors"] == 0 for row in rows),

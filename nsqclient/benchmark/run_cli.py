@@ -1,27 +1,45 @@
-"""The command line of ``nsqclient-benchmark [run]``: profiles, overrides, cluster addresses
-(flags, then ``$NSQD_TCP_ADDRESSES``-style variables, then a ``cluster.env`` file) and outputs."""
+"""The command line of ``nsqclient bench [run]``: profiles, overrides, cluster addresses (flags,
+then ``$NSQD_TCP_ADDRESSES``-style variables, then a ``cluster.env`` file) and outputs.
+
+:func:`run` takes what a caller adds (the repository's ``python -m benchmarks.run`` adds
+scenarios, a chart and its git revision), so nothing here knows a checkout."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
 from ..sync.portal import LOOPS, loop_factory
 from .latency import is_latency, reader_options
 from .profiles import PROFILES, resolve_profile
 from .progress import Progress
-from .results import dump_json, exit_code, json_report, markdown_table, write_text
-from .runner import Settings, kind_of, run_benchmark, scenario_names
+from .results import (
+    ScenarioResult,
+    dump_json,
+    exit_code,
+    json_report,
+    markdown_table,
+    write_text,
+)
+from .runner import ExtraScenario, Settings, kind_of, run_benchmark, scenario_names
 from .telemetry import MODES
 from .telemetry import enable as enable_telemetry
 
-__all__ = ["build_parser", "main", "read_env_file", "resolve_addresses", "settings_from_args"]
+__all__ = [
+    "build_parser",
+    "main",
+    "positive_int",
+    "read_env_file",
+    "resolve_addresses",
+    "run",
+    "settings_from_args",
+]
 
-DEFAULT_CLUSTER_ENV = Path("test_service/.run/cluster.env")
 ENV_NSQD_TCP = "NSQD_TCP_ADDRESSES"
 ENV_NSQD_HTTP = "NSQD_HTTP_ADDRESSES"
 ENV_LOOKUPD_HTTP = "NSQLOOKUPD_HTTP_ADDRESSES"
@@ -37,7 +55,7 @@ def _split(value: str | None) -> list[str]:
 
 
 def read_env_file(path: Path) -> dict[str, str]:
-    """KEY=VALUE lines (``cluster.env`` as written by test_service/start.sh)."""
+    """KEY=VALUE lines (a ``cluster.env`` file, as nsqclient's repository scripts write)."""
     values: dict[str, str] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         line = line.strip()
@@ -51,16 +69,11 @@ def read_env_file(path: Path) -> dict[str, str]:
 def resolve_addresses(
     args: argparse.Namespace, environ: dict[str, str] | None = None
 ) -> tuple[list[str], list[str], list[str]]:
-    """Flags first; then a ``--cluster-env`` file given explicitly; then the environment; then
-    ``test_service/.run/cluster.env`` when it exists."""
+    """Flags first; then a ``--cluster-env`` file; then the environment."""
     env = dict(os.environ if environ is None else environ)
-    sources: list[dict[str, str]] = []
+    sources: list[dict[str, str]] = [env]
     if args.cluster_env is not None:
-        sources += [read_env_file(Path(args.cluster_env)), env]
-    else:
-        sources.append(env)
-        if DEFAULT_CLUSTER_ENV.is_file():
-            sources.append(read_env_file(DEFAULT_CLUSTER_ENV))
+        sources.insert(0, read_env_file(Path(args.cluster_env)))
 
     def pick(flag: list[str] | None, key: str) -> list[str]:
         if flag:
@@ -81,7 +94,8 @@ def resolve_addresses(
 # --------------------------------------------------------------------------- command line
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """An argparse type: an integer > 0 (``1_000`` and ``1,000`` allowed)."""
     try:
         value = int(text.replace("_", "").replace(",", ""))
     except ValueError:
@@ -92,7 +106,7 @@ def _positive_int(text: str) -> int:
 
 
 def _int_list(text: str) -> list[int]:
-    return [_positive_int(part) for part in _split(text)]
+    return [positive_int(part) for part in _split(text)]
 
 
 # dest -> (flag, the old flag kept as a hidden alias, what it names)
@@ -104,7 +118,7 @@ _CLUSTER_FLAGS = {
 #: without any address: nsqd on localhost, as every other nsqclient command
 DEFAULT_NSQD_TCP = "127.0.0.1:4150"
 DEFAULT_NSQD_HTTP = "127.0.0.1:4151"
-PROG = "nsqclient-benchmark"
+PROG = "nsqclient bench"
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -115,7 +129,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
             f"clients is not part of the package: see `{prog} compare`.)"
         ),
         epilog=(
-            "examples (also as `nsqclient bench ...` and `nsqclient-benchmark ...`):\n"
+            "examples (also as `python -m nsqclient.benchmark ...`):\n"
             f"  {prog} --profile quick                # nsqd on 127.0.0.1:4150/4151\n"
             f"  {prog} --nsqd-tcp-address h:4150 --nsqd-http-address h:4151\n"
             f"  {prog} --scenarios tcp-pub,tcp-mpub --markdown results.md"
@@ -124,27 +138,27 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
     group = parser.add_argument_group("overrides of the profile")
-    group.add_argument("--messages", type=_positive_int)
-    group.add_argument("--payload-size", type=_positive_int, help="bytes, at least 16")
-    group.add_argument("--concurrency", type=_positive_int, help="outstanding PUBs")
-    group.add_argument("--batch-size", type=_positive_int, help="messages per MPUB")
-    group.add_argument("--max-in-flight", type=_positive_int)
-    group.add_argument("--mpub-concurrency", type=_positive_int, help="outstanding MPUBs")
-    group.add_argument("--threads", type=_positive_int, help="threads of the sync scenarios")
-    group.add_argument("--http-messages", type=_positive_int)
-    group.add_argument("--fanout-messages", type=_positive_int)
-    group.add_argument("--requeue-messages", type=_positive_int)
+    group.add_argument("--messages", type=positive_int)
+    group.add_argument("--payload-size", type=positive_int, help="bytes, at least 16")
+    group.add_argument("--concurrency", type=positive_int, help="outstanding PUBs")
+    group.add_argument("--batch-size", type=positive_int, help="messages per MPUB")
+    group.add_argument("--max-in-flight", type=positive_int)
+    group.add_argument("--mpub-concurrency", type=positive_int, help="outstanding MPUBs")
+    group.add_argument("--threads", type=positive_int, help="threads of the sync scenarios")
+    group.add_argument("--http-messages", type=positive_int)
+    group.add_argument("--fanout-messages", type=positive_int)
+    group.add_argument("--requeue-messages", type=positive_int)
     group.add_argument("--timeout", type=float, help="seconds per scenario")
     cluster = parser.add_argument_group(
-        "cluster (flags, else --cluster-env, else $NSQD_TCP_ADDRESSES etc., else "
-        f"{DEFAULT_CLUSTER_ENV}, else nsqd on 127.0.0.1; repeat a flag or separate by commas)"
+        "cluster (flags, else --cluster-env, else $NSQD_TCP_ADDRESSES etc., else nsqd on "
+        "127.0.0.1; repeat a flag or separate by commas)"
     )
     # the names every nsqclient command uses; the old short ones stay as hidden aliases
     for kind, (flag, old_flag, what) in _CLUSTER_FLAGS.items():
         cluster.add_argument(flag, dest=kind, action="append", metavar="HOST:PORT", help=what)
         cluster.add_argument(old_flag, dest=kind, action="append", help=argparse.SUPPRESS)
     cluster.add_argument(
-        "--cluster-env", type=Path, help=f"KEY=VALUE file (default {DEFAULT_CLUSTER_ENV})"
+        "--cluster-env", type=Path, help="KEY=VALUE file (NSQD_TCP_ADDRESSES=... lines)"
     )
     cluster.add_argument(
         "--readers-via-lookupd", action="store_true", help="readers discover nsqd via lookupd"
@@ -157,7 +171,6 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument(
         "--fanout-channels", type=_int_list, default=[20, 100], help="default 20,100"
     )
-    parser.add_argument("--consumer-processes", type=_positive_int, default=0)
     parser.add_argument(
         "--reader-option",
         action="append",
@@ -187,7 +200,6 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     parser.add_argument("--markdown", type=Path, help="write the markdown table here")
     parser.add_argument("--json", type=Path, help="write raw results here")
-    parser.add_argument("--chart", type=Path, help="write a PNG chart here (needs [plot])")
     parser.add_argument("--keep-topics", action="store_true")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(
@@ -201,7 +213,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 
 def settings_from_args(
-    args: argparse.Namespace, parser: argparse.ArgumentParser, environ: dict[str, str] | None = None
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    environ: dict[str, str] | None = None,
+    extra: Mapping[str, ExtraScenario] | None = None,
 ) -> Settings:
     overrides = {
         "messages": args.messages,
@@ -220,7 +235,8 @@ def settings_from_args(
         profile = resolve_profile(args.profile, overrides)
     except ValueError as exc:
         parser.error(str(exc))
-    known = scenario_names(args.fanout_channels, args.consumer_processes)
+    extra = dict(extra or {})
+    known = scenario_names(args.fanout_channels, extra)
     chosen = _split(args.scenarios) if args.scenarios else list(known)
     skip = set(_split(args.skip))
     for name in [*chosen, *skip]:
@@ -249,7 +265,7 @@ def settings_from_args(
         lookupd_http=lookupd_http,
         scenarios=chosen,
         fanout_channels=args.fanout_channels,
-        consumer_processes=args.consumer_processes,
+        extra=extra,
         use_lookupd=args.readers_via_lookupd,
         keep_topics=args.keep_topics,
         latency_rate=args.latency_rate,
@@ -296,40 +312,49 @@ def _positive_float(text: str) -> float:
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     parser = build_parser(prog)
-    args = parser.parse_args(argv)
-    if args.list:
-        for name in scenario_names(args.fanout_channels, args.consumer_processes or 2):
-            print(f"{name:20} {kind_of(name)}")
-        return 0
-    if args.chart is not None:
-        from .chart import matplotlib_available
+    return run(parser.parse_args(argv), parser, prog)
 
-        if not matplotlib_available():
-            parser.error("--chart needs matplotlib: pip install 'nsqclient[plot]'")
-    settings = settings_from_args(args, parser)
-    settings.otel = args.otel
+
+def run(
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    prog: str,
+    *,
+    extra: Mapping[str, ExtraScenario] | None = None,
+    machine: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    after: Callable[[list[ScenarioResult]], None] | None = None,
+) -> int:
+    """Run what ``args`` says; ``extra`` scenarios join the known ones, ``machine`` and
+    ``settings`` go into the JSON report's sections of those names, ``after`` gets the results
+    (e.g. to draw them)."""
+    if args.list:
+        for name in scenario_names(args.fanout_channels, extra or {}):
+            print(f"{name:20} {kind_of(name, extra)}")
+        return 0
+    chosen = settings_from_args(args, parser, extra=extra)
+    chosen.otel = args.otel
     keep_alive = enable_telemetry(args.otel)  # noqa: F841  (the providers live for the run)
     progress = Progress(enabled=not args.quiet)
-    prof = settings.profile
+    prof = chosen.profile
     progress.note(
         f"{prog}: profile {prof.name} ({prof.messages:,} x {prof.payload_size} B, "
         f"concurrency {prof.concurrency}, batch {prof.batch_size}, max_in_flight "
-        f"{prof.max_in_flight}) against nsqd {', '.join(settings.nsqd_tcp)}; "
-        f"{len(settings.scenarios)} scenarios on {settings.loop}, run {settings.run_id}"
+        f"{prof.max_in_flight}) against nsqd {', '.join(chosen.nsqd_tcp)}; "
+        f"{len(chosen.scenarios)} scenarios on {chosen.loop}, run {chosen.run_id}"
         + (f"; OpenTelemetry {args.otel}" if args.otel != "off" else "")
     )
-    results = run_benchmark(settings, progress)
+    results = run_benchmark(chosen, progress)
     table = markdown_table(results)
     sys.stdout.write(table)
     sys.stdout.flush()
     if args.markdown is not None:
         write_text(args.markdown, table)
     if args.json is not None:
-        dump_json(args.json, json_report(results, settings=settings.as_dict()))
-    if args.chart is not None:
-        from .chart import write_chart
-
-        write_chart(args.chart, results, f"nsqclient-benchmark, profile {prof.name}")
+        recorded = {**chosen.as_dict(), **(settings or {})}
+        dump_json(args.json, json_report(results, settings=recorded, machine=machine))
+    if after is not None:
+        after(results)
     code = exit_code(results)
     if code:
         bad = ", ".join(r.scenario for r in results if not r.ok)

@@ -1,4 +1,4 @@
-"""``nsqclient-benchmark [run]``: every scenario against a cluster that is already up.
+"""``nsqclient bench``: every scenario against a cluster that is already up.
 
 For each scenario: a unique topic, setup (channels, preloading) outside the clock, the
 measurement, then independent checks (the published sequence ids drained back exactly; nsqd's
@@ -13,7 +13,7 @@ import dataclasses
 import os
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..sync.portal import LOOP_ENV, loop_factory
@@ -28,7 +28,14 @@ from .results import (
     result_from_measurement,
 )
 
-__all__ = ["Settings", "kind_of", "run_benchmark", "run_scenario", "scenario_names"]
+__all__ = [
+    "ExtraScenario",
+    "Settings",
+    "kind_of",
+    "run_benchmark",
+    "run_scenario",
+    "scenario_names",
+]
 
 
 # scenario -> kind: which setup and checks it needs
@@ -54,6 +61,16 @@ _BASE_SCENARIOS: dict[str, str] = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class ExtraScenario:
+    """A scenario the caller adds (the repository's ``python -m benchmarks.run`` adds the
+    multi-process ones): its kind, which decides setup and checks, and its measurement, run on a
+    fresh event loop like the others."""
+
+    kind: str
+    measure: Callable[[Params], Coroutine[Any, Any, Measurement]]
+
+
 @dataclasses.dataclass
 class Settings:
     profile: Profile
@@ -62,7 +79,7 @@ class Settings:
     lookupd_http: list[str]
     scenarios: list[str]
     fanout_channels: list[int]
-    consumer_processes: int = 0
+    extra: dict[str, ExtraScenario] = dataclasses.field(default_factory=dict)
     use_lookupd: bool = False
     run_id: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex[:8])
     keep_topics: bool = False
@@ -81,7 +98,7 @@ class Settings:
             "lookupd_http": self.lookupd_http,
             "scenarios": self.scenarios,
             "fanout_channels": self.fanout_channels,
-            "consumer_processes": self.consumer_processes,
+            "extra_scenarios": sorted(self.extra),
             "readers_via_lookupd": self.use_lookupd,
             "run_id": self.run_id,
             "otel": self.otel,
@@ -92,25 +109,22 @@ class Settings:
         }
 
 
-def scenario_names(fanout_channels: Sequence[int], consumer_processes: int) -> list[str]:
-    """Every scenario this configuration runs, in order."""
+def scenario_names(fanout_channels: Sequence[int], extra: Iterable[str] = ()) -> list[str]:
+    """Every scenario this configuration runs, in order (``extra``: the caller's, last)."""
     names = list(_BASE_SCENARIOS)
     names += LATENCY_DEFAULT_VARIANTS
     names += [f"fanout-{n}" for n in fanout_channels]
-    if consumer_processes:
-        names += ["e2e-procs", "drain-procs"]
+    names += extra
     return names
 
 
-def kind_of(name: str) -> str:
+def kind_of(name: str, extra: Mapping[str, ExtraScenario] | None = None) -> str:
+    if extra and name in extra:
+        return extra[name].kind
     if is_latency(name):
         return "latency"
     if name.startswith("fanout-"):
         return "fanout"
-    if name in ("e2e-procs",):
-        return "e2e"
-    if name in ("drain-procs",):
-        return "drain"
     return _BASE_SCENARIOS[name]
 
 
@@ -151,7 +165,7 @@ def _messages_for(name: str, s: Settings) -> int:
 
 def _measure(name: str, p: Params, s: Settings) -> Measurement:
     """Dispatch to the measurement; aio ones get a fresh event loop each (of ``s.loop``)."""
-    from . import multiproc, scenarios, sync_scenarios
+    from . import scenarios, sync_scenarios
 
     def aio(coro: Coroutine[Any, Any, Measurement]) -> Measurement:
         with asyncio.Runner(loop_factory=loop_factory(s.loop)) as runner:
@@ -178,13 +192,9 @@ def _measure(name: str, p: Params, s: Settings) -> Measurement:
         "http-mpub": lambda: aio(scenarios.measure_http_mpub(p, s.nsqd_http)),
         "sync-http-pub": lambda: sync_scenarios.measure_sync_http_pub(p, s.nsqd_http),
         "http-fallback": lambda: aio(scenarios.measure_http_fallback(p, s.nsqd_http)),
-        "e2e-procs": lambda: aio(
-            multiproc.measure_multiprocess(p, s.consumer_processes, publish=True)
-        ),
-        "drain-procs": lambda: aio(
-            multiproc.measure_multiprocess(p, s.consumer_processes, publish=False)
-        ),
     }
+    if name in s.extra:
+        return aio(s.extra[name].measure(p))
     if name.startswith("fanout-"):
         count = int(name.split("-", 1)[1])
         channels = [f"fan{i:03d}" for i in range(count)]
@@ -217,7 +227,7 @@ def _batch_and_concurrency(name: str, p: Params) -> tuple[int | None, int | None
 def run_scenario(
     name: str, s: Settings, admin: NsqdAdmin, progress: Progress, index: int, count: int
 ) -> ScenarioResult:
-    kind = kind_of(name)
+    kind = kind_of(name, s.extra)
     topic = f"nsqbench-{s.run_id}-{name}"[:64]
     messages = _messages_for(name, s)
     channel = "verify" if kind == "publish" else "bench"

@@ -2,8 +2,8 @@
 Reader, Writer and HTTP helpers.
 
 ``tail``, ``pub``, ``stat``, ``topics``, ``channels``, ``topic ACTION``, ``channel ACTION``, and
-``bench`` (``nsqclient-benchmark``) and ``nsqd`` (the embedded test server,
-``nsqclient-embedded-nsqd``), whose own parsers take their arguments unchanged. One module per
+``bench`` (the benchmark, :mod:`nsqclient.benchmark`) and ``nsqd`` (the embedded test server,
+:mod:`nsqclient.testing`), whose own parsers take their arguments unchanged. One module per
 command; :mod:`._common` holds the shared flags and exit codes. This is an application entry
 point, so unlike the library it installs a log handler (stderr, WARNING; ``--verbose``: INFO).
 
@@ -60,12 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     admin.add_parsers(sub, parent)
     sub.add_parser(
         "bench",
-        help="run the benchmark (nsqclient-benchmark; `nsqclient bench --help`)",
+        help="run the benchmark (`nsqclient bench --help`)",
         add_help=False,
     )
     sub.add_parser(
         "nsqd",
-        help="run the embedded test nsqd (nsqclient-embedded-nsqd; `nsqclient nsqd --help`)",
+        help="run the embedded test nsqd (`nsqclient nsqd --help`)",
         add_help=False,
     )
     return parser

@@ -1,8 +1,8 @@
 """Helpers for testing code that uses nsqclient: real nsqd/nsqlookupd processes, an embedded
 (in-process) nsqd/nsqlookupd, and pytest fixtures for either.
 
-* Real daemons (binaries from ``$NSQ_BIN_DIR``, ``test_service/.bin`` of the nsqclient checkout
-  you work in, or ``$PATH``): :class:`NsqdProcess`, :class:`NsqlookupdProcess`, :class:`NsqCluster`.
+* Real daemons (binaries from ``$NSQ_BIN_DIR`` or ``$PATH``):
+  :class:`NsqdProcess`, :class:`NsqlookupdProcess`, :class:`NsqCluster`.
 * Embedded ones (pure Python, no binaries): :class:`EmbeddedNsqd`, :class:`EmbeddedLookupd` on
   your asyncio loop; :class:`ThreadedEmbeddedNsqd`, :class:`ThreadedEmbeddedLookupd`,
   :class:`ThreadedEmbeddedCluster` on a loop thread of their own, with the real ones' API.
@@ -11,7 +11,7 @@
   ``"real"``, ``"embedded"`` or ``"auto"`` (:mod:`.backends`).
 * The pytest plugin (:mod:`.plugin`, loaded automatically once nsqclient is installed):
   fixtures ``nsqd``, ``nsqd_factory``, ``nsqlookupd``, ``nsq_cluster``, option ``--nsq-backend``.
-* ``python -m nsqclient.testing`` (or ``nsqclient-embedded-nsqd``) runs the embedded nsqd from a
+* ``python -m nsqclient.testing`` (or ``nsqclient nsqd``) runs the embedded nsqd from a
   shell.
 
 Names are imported lazily, so loading the pytest plugin costs nothing until a fixture is used.

@@ -1,4 +1,4 @@
-"""``python -m nsqclient.testing`` (also ``nsqclient-embedded-nsqd``): run the embedded nsqd
+"""``python -m nsqclient.testing`` (also ``nsqclient nsqd``): run the embedded nsqd
 (and nsqlookupd) from a shell, or stand in for ``nsqd`` / ``nsqlookupd`` in a test script.
 
     python -m nsqclient.testing --tcp-address 127.0.0.1:4150 --http-address 127.0.0.1:4151
@@ -17,8 +17,8 @@ the plain form listens on 127.0.0.1 and adds ``--lookupd``, ``--nsqd-count``, ``
 ``--lookupd-tcp-listen`` and ``--lookupd-http-listen``. Prints the listening addresses, then
 serves until SIGTERM or Ctrl-C, when it closes every connection and exits 0.
 
-``--env-file`` writes the addresses in ``test_service/start.sh``'s ``cluster.env`` format
-(``NSQD_TCP_ADDRESSES=...``) once everything listens, for scripts and ``nsqclient-benchmark``.
+``--env-file`` writes the addresses as ``KEY=VALUE`` lines (``NSQD_TCP_ADDRESSES=...``, the
+``cluster.env`` format) once everything listens, for scripts and ``nsqclient bench --cluster-env``.
 """
 
 from __future__ import annotations

@@ -44,11 +44,6 @@ __all__ = [
 HOST = "127.0.0.1"
 """Every daemon listens on, and advertises, this address."""
 
-CHECKOUT_BIN_DIR = Path("test_service") / ".bin"
-"""Where a source checkout of nsqclient keeps the binaries ``test_service/build_nsq.sh`` builds.
-Looked for in the current folder and its parents (never relative to this installed file)."""
-#: only in a source checkout (the wheel does not ship test_service/)
-BUILD_SCRIPT = Path("test_service") / "build_nsq.sh"
 NSQ_RELEASES = "https://github.com/nsqio/nsq/releases"
 POLL_INTERVAL = 0.02  # seconds between readiness probes
 _ADDRESS_IN_USE = "address already in use"
@@ -61,13 +56,9 @@ class NsqBinaryNotFound(RuntimeError):
         self.name = name
         self.searched = list(searched)
         where = "; ".join(self.searched)
-        if _in_checkout(BUILD_SCRIPT):  # working in a source checkout of nsqclient
-            build = "build them with `bash test_service/build_nsq.sh` (needs Go), or "
-        else:
-            build = ""
         super().__init__(
             f"NSQ binary {name!r} not found (looked in: {where}). To test against real NSQ, "
-            f"{build}install nsqd and nsqlookupd v1.3.0 (release archives at {NSQ_RELEASES} "
+            f"install nsqd and nsqlookupd v1.3.0 (release archives at {NSQ_RELEASES} "
             "hold them in bin/) and put them on PATH or set NSQ_BIN_DIR to their folder. "
             "Or use the embedded NSQ server, which needs no binaries: pytest "
             "--nsq-backend=embedded, or NSQCLIENT_BACKEND=embedded."
@@ -86,44 +77,20 @@ class NsqDaemonError(RuntimeError):
         super().__init__(f"{message}\n--- daemon output ---\n{excerpt}" if excerpt else message)
 
 
-def checkout_bin_dir() -> Path | None:
-    """``test_service/.bin`` in the current folder or the nearest parent that has one: the
-    binaries of the nsqclient checkout you work in. None outside one."""
-    return _in_checkout(CHECKOUT_BIN_DIR)
-
-
-def _in_checkout(relative: Path) -> Path | None:
-    """``relative`` in the current folder or the nearest parent that has it, else None."""
-    try:
-        here = Path.cwd().resolve()
-    except OSError:  # the current folder was removed
-        return None
-    for folder in (here, *here.parents):
-        candidate = folder / relative
-        if candidate.exists():
-            return candidate
-    return None
-
-
 def find_nsq_binary(name: str) -> Path:
-    """Path of the executable ``name``: ``$NSQ_BIN_DIR``, then a checkout's ``test_service/.bin``
-    (:func:`checkout_bin_dir`), then PATH.
+    """Path of the executable ``name``: ``$NSQ_BIN_DIR``, then PATH. (A source checkout of
+    nsqclient points ``$NSQ_BIN_DIR`` at the binaries it builds, from its own test configuration
+    and scripts: nothing installed knows a checkout's layout.)
 
     Raises :class:`NsqBinaryNotFound` (saying where to get the binaries) when none has it.
     """
     searched: list[str] = []
-    candidates: list[Path] = []
     env_dir = os.environ.get("NSQ_BIN_DIR")
     if env_dir:
-        candidates.append(Path(env_dir) / name)
-        searched.append(f"NSQ_BIN_DIR={env_dir}")
-    checkout = checkout_bin_dir()
-    if checkout is not None:
-        candidates.append(checkout / name)
-    searched.append(f"{CHECKOUT_BIN_DIR} in the current folder or above")
-    for candidate in candidates:
+        candidate = Path(env_dir) / name
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
+        searched.append(f"NSQ_BIN_DIR={env_dir}")
     on_path = shutil.which(name)
     searched.append("PATH")
     if on_path:

@@ -144,8 +144,7 @@ class ClusterServer(Protocol):
 
 
 def real_binaries_available() -> bool:
-    """Whether ``nsqd`` and ``nsqlookupd`` can be found (``$NSQ_BIN_DIR``, a checkout's
-    ``test_service/.bin`` in the current folder or above, ``$PATH``)."""
+    """Whether ``nsqd`` and ``nsqlookupd`` can be found (``$NSQ_BIN_DIR``, then ``$PATH``)."""
     try:
         find_nsq_binary("nsqd")
         find_nsq_binary("nsqlookupd")

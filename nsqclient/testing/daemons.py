@@ -9,8 +9,8 @@ nsqclient's own fixtures (``tests/conftest.py``) are built on it, and so can use
         cluster.nsqds[0].pub("topic", b"hello")
         ... # connect to cluster.nsqd_tcp_addresses or cluster.lookupd.http_address
 
-Binaries are looked up in ``$NSQ_BIN_DIR``, then ``test_service/.bin`` in the current folder or
-a parent (a checkout of nsqclient, filled by ``bash test_service/build_nsq.sh``), then ``$PATH``.
+Binaries are looked up in ``$NSQ_BIN_DIR``, then ``$PATH`` (nsqclient's own checkout points
+``$NSQ_BIN_DIR`` at what ``bash test_service/build_nsq.sh`` builds, from its test configuration).
 Every daemon listens on 127.0.0.1 only, registers itself with lookupd as ``127.0.0.1``, and is
 killed when the interpreter exits if the test forgot to stop it. Standard library only.
 """

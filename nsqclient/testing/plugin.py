@@ -18,12 +18,11 @@ Fixtures (each stops what it started, even when the test fails):
   ``nsqd``: give clients ``nsq_fault_proxy.address``; ``nsq_fault_proxy_factory(upstream)``
   starts more, in front of any nsqd (an object with ``.tcp_address``, or ``"host:port"``).
 
-Backend: real nsqd/nsqlookupd binaries when they can be found (``$NSQ_BIN_DIR``, ``nsqd`` on
-``$PATH``, or ``test_service/.bin`` of an nsqclient checkout you run pytest in), else the embedded
-in-process server. Force one with ``pytest --nsq-backend=real|embedded|auto`` or
-``NSQCLIENT_BACKEND`` (the option wins). A conftest fixture of the same name overrides the
-plugin's, as usual in pytest. When a test fails, what its daemons logged during it is attached
-to the report.
+Backend: real nsqd/nsqlookupd binaries when they can be found (``$NSQ_BIN_DIR``, else
+``$PATH``), else the embedded in-process server. Force one with ``pytest
+--nsq-backend=real|embedded|auto`` or ``NSQCLIENT_BACKEND`` (the option wins). A conftest
+fixture of the same name overrides the plugin's, as usual in pytest. When a test fails, what
+its daemons logged during it is attached to the report.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ from nsqclient.benchmark.accounting import (
     SequenceTracker,
     body_factory,
     latency_summary,
-    parse_body,
     percentile,
     steady_mark,
     steady_rate,
@@ -29,7 +28,7 @@ def test_body_factory_round_trip_and_size() -> None:
     make = body_factory(64)
     data = make(41)
     assert len(data) == 64
-    seq, sent = parse_body(data)
+    seq, sent = HEADER.unpack_from(data)
     assert seq == 41 and sent > 0
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks import run as repo_run
 from nsqclient.aio import Writer
 from nsqclient.benchmark import __main__ as cli
 from nsqclient.benchmark import runner
@@ -119,13 +120,17 @@ def test_nsqd_check_reports_what_is_left(nsqd: NsqdProcess) -> None:
 
 
 def test_multiprocess_consumers_share_one_channel(nsqd: NsqdProcess, tmp_path: Path) -> None:
-    code = cli.main(
+    """The repository's ``python -m benchmarks.run`` adds the multi-process scenarios."""
+    code = repo_run.main(
         [*_cluster_args(nsqd), "--messages", "200", "--consumer-processes", "2", "--quiet",
          "--scenarios", "e2e-procs", "--json", str(tmp_path / "r.json")]
     )  # fmt: skip
-    rows = json.loads((tmp_path / "r.json").read_text())["results"]
+    report = json.loads((tmp_path / "r.json").read_text())
+    rows = report["results"]
     assert [r["errors"] for r in rows] == [0]
     assert code == 0
+    assert report["machine"]["nsqclient_source"]  # this checkout's revision, recorded by it
+    assert report["settings"]["consumer_processes"] == 2
     for row in rows:
         per_process = row["extra"]["per_process"]
         assert len(per_process) == 2

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import run as repo_run
+from benchmarks import source_revision
 from nsqclient.benchmark import __main__ as cli
 from nsqclient.benchmark.profiles import PROFILES, resolve_profile
 from nsqclient.benchmark.results import (
     MARKDOWN_COLUMNS,
     ScenarioResult,
-    _source_revision,
     json_report,
     markdown_table,
     result_from_measurement,
@@ -72,6 +73,9 @@ def test_json_report_keys() -> None:
     assert set(report) >= {"tool", "nsqclient", "machine", "settings", "results", "ok"}
     assert report["ok"] is False
     assert set(report["machine"]) >= {"date", "python", "platform", "cpu", "cpus", "memory_gib"}
+    assert "nsqclient_source" not in report["machine"]  # the installed package runs no git
+    extra = json_report([_row()], settings={}, machine={"nsqclient_source": "abc"})
+    assert extra["machine"]["nsqclient_source"] == "abc" and "date" in extra["machine"]
     row = report["results"][0]
     assert set(row) >= {
         "scenario", "messages", "payload_size", "batch_size", "concurrency", "duration_s",
@@ -146,24 +150,25 @@ def test_addresses_come_from_flags_then_cluster_env_then_environment(
     assert resolve_addresses(args, {"NSQD_TCP_ADDRESSES": "e:1"})[0] == ["f:1", "f:2"]
     args = parser.parse_args(["--cluster-env", str(env_file), "--nsqd-tcp", "a:1,a:2"])
     assert resolve_addresses(args, {"NSQD_TCP_ADDRESSES": "e:1"})[0] == ["a:1", "a:2"]
-    # the default file (test_service/.run/cluster.env) only fills what the environment lacks
-    default = tmp_path / "test_service" / ".run"
-    default.mkdir(parents=True)
-    (default / "cluster.env").write_text(env_file.read_text())
+    # the installed benchmark reads no file it was not given (it knows no checkout's layout)
+    (tmp_path / "test_service" / ".run").mkdir(parents=True)
+    (tmp_path / "test_service" / ".run" / "cluster.env").write_text(env_file.read_text())
     monkeypatch.chdir(tmp_path)
     args = parser.parse_args([])
-    assert resolve_addresses(args, {"NSQD_TCP_ADDRESSES": "e:1"}) == (["e:1"], ["f:3"], ["f:4"])
+    assert resolve_addresses(args, {"NSQD_TCP_ADDRESSES": "e:1"}) == (["e:1"], [], [])
 
 
-def test_scenario_list_respects_fanout_and_processes() -> None:
-    s = _settings(
-        ["--nsqd-tcp", "h:1", "--nsqd-http", "h:2", "--fanout-channels", "3",
-         "--consumer-processes", "2"],
-        {},
-    )  # fmt: skip
+def test_scenario_list_respects_fanout_and_processes(capsys: pytest.CaptureFixture[str]) -> None:
+    s = _settings(["--nsqd-tcp", "h:1", "--nsqd-http", "h:2", "--fanout-channels", "3"], {})
     names = s.scenarios  # type: ignore[attr-defined]
     assert "fanout-3" in names and "fanout-100" not in names
-    assert names[-2:] == ["e2e-procs", "drain-procs"]
+    assert not [n for n in names if n.endswith("-procs")]  # the repository's, not installed
+    with pytest.raises(SystemExit):
+        cli.main(["--consumer-processes", "2", "--list"])
+    assert "--consumer-processes" in capsys.readouterr().err
+    assert repo_run.main(["--consumer-processes", "2", "--list"]) == 0
+    listed = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert listed[-2:] == [["e2e-procs", "e2e"], ["drain-procs", "drain"]]
 
 
 @pytest.mark.parametrize(
@@ -192,7 +197,7 @@ def test_list_needs_no_cluster(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for name in ("tcp-pub", "tcp-mpub", "e2e", "graceful-requeue", "drain-direct", "drain-iter",
                  "sync-pub", "sync-drain-run", "http-pub", "http-mpub", "fanout-20",
-                 "fanout-100", "e2e-procs"):  # fmt: skip
+                 "fanout-100"):  # fmt: skip
         assert name in out
 
 
@@ -200,13 +205,14 @@ def test_namespace_type() -> None:
     assert isinstance(build_parser().parse_args(["--list"]), argparse.Namespace)
 
 
-def test_compare_is_not_installed_and_says_where_it_is(
-    capsys: pytest.CaptureFixture[str],
+@pytest.mark.parametrize("command", ["compare", "soak"])
+def test_repository_tools_are_not_installed_and_say_where_they_are(
+    command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli.main(["compare", "--clients", "pynsq"]) == 2
+    assert cli.main([command, "--help"]) == 2
     err = capsys.readouterr().err
     assert "not part of the installed package" in err
-    assert "python -m benchmarks.compare" in err
+    assert f"python -m benchmarks.{command}" in err
 
 
 def test_source_revision_only_for_a_tracked_package(tmp_path: Path) -> None:
@@ -221,12 +227,13 @@ def test_source_revision_only_for_a_tracked_package(tmp_path: Path) -> None:
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (tmp_path / ".gitignore").write_text("site-packages/\n")
-    assert _source_revision(package) is None
+    assert source_revision(package, root=tmp_path) is None
     (tmp_path / ".gitignore").unlink()
     subprocess.run([*git, "add", "site-packages"], check=True, timeout=10)
     subprocess.run([*git, "commit", "-qm", "y"], check=True, timeout=10)
     head = subprocess.run(
         [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert _source_revision(package) == head
-    assert _source_revision() is not None  # this checkout (an editable install)
+    assert source_revision(package, root=tmp_path) == head
+    assert source_revision(package, root=tmp_path / "elsewhere") is None  # not the checkout's
+    assert source_revision() is not None  # this checkout (an editable install)

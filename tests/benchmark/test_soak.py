@@ -1,7 +1,7 @@
-"""The soak benchmark, short: ``nsqclient-benchmark soak`` for 30 s against real nsqd with a cut
-every 5 s, through its command line (JSON and chart written). Correctness only: every
-acknowledged message consumed, nothing left in flight or queued; no timing or RSS assertion
-(the RSS bound is for the long run, on a quiet machine)."""
+"""The soak benchmark (repository tooling), short: ``python -m benchmarks.soak`` for 30 s
+against real nsqd with a cut every 5 s, through its command line (JSON and chart written).
+Correctness only: every acknowledged message consumed, nothing left in flight or queued; no
+timing or RSS assertion (the RSS bound is for the long run, on a quiet machine)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from nsqclient.benchmark.__main__ import main
+from benchmarks.soak import main
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -23,7 +23,6 @@ def test_soak_30s_through_cuts_loses_nothing_acknowledged(
     out, chart = tmp_path / "soak.json", tmp_path / "soak.png"
     code = main(
         [
-            "soak",
             *("--duration", "30", "--cut-every", "5", "--sample-every", "5"),
             *("--rate", "400", "--sync-rate", "100", "--rss-growth-limit", "1000"),
             *("--nsqd-tcp", nsqd.tcp_address, "--nsqd-http", nsqd.http_address),

@@ -91,11 +91,14 @@ def test_bench_subcommand_is_the_benchmark() -> None:
     assert result.stdout == old.stdout and b"tcp-pub" in result.stdout
 
 
-def test_console_scripts_keep_the_old_names() -> None:
-    scripts = {ep.name: ep.value for ep in metadata.entry_points(group="console_scripts")}
-    assert scripts["nsqclient"] == "nsqclient.cli:main"
-    assert scripts["nsqclient-benchmark"] == "nsqclient.benchmark.__main__:main"
-    assert scripts["nsqclient-embedded-nsqd"] == "nsqclient.testing.__main__:main"
+def test_one_console_script() -> None:
+    """``nsqclient bench`` and ``nsqclient nsqd`` are the benchmark and the embedded server."""
+    scripts = {
+        ep.name: ep.value
+        for ep in metadata.entry_points(group="console_scripts")
+        if ep.value.startswith("nsqclient")
+    }
+    assert scripts == {"nsqclient": "nsqclient.cli:main"}
 
 
 def test_version() -> None:

@@ -1,5 +1,5 @@
 """The drivers' shared module under a python without nsqclient, as in a peer's virtualenv: it
-loads the accounting from this checkout's ``nsqclient/benchmark/accounting.py``, never a copy."""
+loads the installed accounting module from the file the harness names, never a copy."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.compare import harness
 from benchmarks.compare.drivers import _common
 from nsqclient.benchmark import accounting
 
@@ -32,22 +33,40 @@ print(json.dumps({
 """
 
 
-def test_peer_side_loads_the_checkouts_accounting_without_nsqclient(tmp_path: Path) -> None:
+def _peer_probe(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     # -I -S, run outside the checkout: no site-packages, no PYTHONPATH, no current folder, so
     # nsqclient cannot be imported (as in a peer's virtualenv)
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-I", "-S", "-c", PROBE, str(DRIVERS)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=20,
+        env=env,
         check=False,
     )
+
+
+def test_peer_side_loads_the_installed_accounting_the_harness_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # what the harness gives a peer's driver (a fake virtualenv python: the path is what counts)
+    (tmp_path / "pynsq" / "bin").mkdir(parents=True)
+    (tmp_path / "pynsq" / "bin" / "python").touch()
+    spec = harness.resolve_client("pynsq", peers_dir=tmp_path, gobench=tmp_path, custom={})
+    assert spec.env == {_common.ACCOUNTING_ENV: str(Path(accounting.__file__).resolve())}
+    result = _peer_probe(tmp_path, spec.env)
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["nsqclient_imported"] is False
     assert Path(seen["accounting_file"]).resolve() == Path(accounting.__file__).resolve()
     assert seen["done"] is True and seen["duplicates"] == 1 and seen["header_size"] == 16
+
+
+def test_peer_side_without_the_harness_says_what_to_set(tmp_path: Path) -> None:
+    result = _peer_probe(tmp_path, {})
+    assert result.returncode != 0
+    assert _common.ACCOUNTING_ENV in result.stderr and "benchmarks.compare" in result.stderr
 
 
 def test_harness_side_uses_the_installed_module() -> None:

@@ -1,7 +1,8 @@
 """The package as a user gets it: ``python -m build`` makes an sdist and a wheel, and the wheel,
 installed into a fresh virtualenv outside this repository, imports, serves the pytest plugin and
-runs its console scripts. The wheel holds nsqclient (the client, ``testing/``, our own benchmark)
-and its metadata with the LICENSE, nothing of the repository's tooling.
+runs its one console script. The wheel holds nsqclient (the client, ``testing/``, the CLI with
+what ``nsqclient bench`` needs) and its metadata with the LICENSE, nothing of the repository's
+tooling (soak, charts, multi-process harness, comparison: ``benchmarks/``).
 
 One module-scoped build and install (about half a minute; the runtime dependencies and pytest
 come from the package index, as for any user), then several cheap checks against it.
@@ -9,6 +10,7 @@ come from the package index, as for any user), then several cheap checks against
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -36,7 +38,31 @@ SUBPACKAGES = {
     "testing",
 }
 
+#: what ``nsqclient bench`` runs; the rest of the benchmarks is repository tooling (benchmarks/)
+BENCHMARK_MODULES = {
+    "__init__", "__main__", "accounting", "latency", "nsqd_admin", "params", "profiles",
+    "progress", "results", "run_cli", "runner", "scenarios", "sync_scenarios", "telemetry",
+}  # fmt: skip
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+def _code_strings(source: str) -> list[str]:
+    """The string constants of a module that are not docstrings (what the code uses)."""
+    tree = ast.parse(source)
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+    ]
 
 
 @dataclass
@@ -129,7 +155,14 @@ def test_wheel_holds_only_the_package_its_metadata_and_license(installed: Instal
     assert packages == SUBPACKAGES
     # the peer comparison is repository tooling (benchmarks/compare), not installed
     assert not [n for n in names if "/drivers/" in n or "compare" in n]
-    assert "nsqclient/benchmark/accounting.py" in names and "nsqclient/py.typed" in names
+    assert "nsqclient/py.typed" in names
+    benchmark = {
+        n.removeprefix("nsqclient/benchmark/").removesuffix(".py")
+        for n in names
+        if n.startswith("nsqclient/benchmark/")
+    }
+    assert benchmark == BENCHMARK_MODULES  # no soak, chart, multiproc
+    assert not [n for n in names if any(w in n for w in ("soak", "chart", "multiproc"))]
     # the HTTP clients and address parsing left aio/; their old import paths are shims
     assert {"nsqclient/addresses.py", "nsqclient/aio/addresses.py", "nsqclient/aio/http.py"} <= set(
         names
@@ -139,6 +172,18 @@ def test_wheel_holds_only_the_package_its_metadata_and_license(installed: Instal
         if name.endswith(".py"):
             source = zipfile.ZipFile(installed.wheel).read(name).decode()
             assert ".parents[" not in source and ".parent.parent" not in source, name
+            # nor knows a checkout's layout, nor runs git (the repository's scripts record that)
+            for text in _code_strings(source):
+                assert "test_service" not in text and "build_nsq" not in text, (name, text)
+                assert text != "git" and "matplotlib" not in text, (name, text)
+
+
+def test_one_console_script(installed: Installed) -> None:
+    entry_points = zipfile.ZipFile(installed.wheel).read(f"{NAME}.dist-info/entry_points.txt")
+    section = entry_points.decode().split("[console_scripts]")[1].split("[")[0]
+    assert section.split() == ["nsqclient", "=", "nsqclient.cli:main"]
+    assert not (installed.venv / "bin" / "nsqclient-benchmark").exists()
+    assert not (installed.venv / "bin" / "nsqclient-embedded-nsqd").exists()
 
 
 def test_metadata_license_python_versions_and_sdist(installed: Installed) -> None:
@@ -176,12 +221,14 @@ def test_the_installed_package_imports_from_the_virtualenv(installed: Installed)
 
 def test_console_scripts_run(installed: Installed) -> None:
     assert "usage: nsqclient" in checked(installed.run(installed.bin("nsqclient"), "--help"))
-    bench = checked(installed.run(installed.bin("nsqclient-benchmark"), "--help"))
-    assert "usage: nsqclient-benchmark" in bench and "--profile" in bench
-    embedded = checked(installed.run(installed.bin("nsqclient-embedded-nsqd"), "--help"))
-    assert "Usage of nsqclient-embedded-nsqd" in embedded and "-data-path" in embedded
-    moved = installed.run(installed.bin("nsqclient-benchmark"), "compare")
-    assert moved.returncode == 2 and "python -m benchmarks.compare" in moved.stderr
+    bench = checked(installed.run(installed.bin("nsqclient"), "bench", "--help"))
+    assert "usage: nsqclient bench" in bench and "--profile" in bench
+    assert "--chart" not in bench and "--consumer-processes" not in bench  # benchmarks/ has them
+    embedded = checked(installed.run(installed.bin("nsqclient"), "nsqd", "--help"))
+    assert "Usage of nsqclient nsqd" in embedded and "-data-path" in embedded
+    for tool in ("compare", "soak"):
+        moved = installed.run(installed.bin("nsqclient"), "bench", tool)
+        assert moved.returncode == 2 and f"python -m benchmarks.{tool}" in moved.stderr
 
 
 def test_the_pytest_plugin_serves_nsqd_from_the_wheel(installed: Installed) -> None:

@@ -117,7 +117,6 @@ def test_missing_binaries_fail_the_fixture_instead_of_skipping(
             pass
         """
     )
-    inner.mkdir("test_service").joinpath("build_nsq.sh").touch()  # as in a source checkout
     result = inner.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(errors=2)
     assert "bash test_service/build_nsq.sh" in result.stdout.str()

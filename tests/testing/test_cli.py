@@ -1,4 +1,4 @@
-"""``nsqclient-embedded-nsqd`` (``python -m nsqclient.testing``) as a separate process: flags
+"""``nsqclient nsqd`` (``python -m nsqclient.testing``) as a separate process: flags
 that mirror nsqd's, the printed addresses, real clients through it, a clean exit on SIGTERM."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from nsqclient.testing.certs import CertBundle, make_certs
 
 pytestmark = pytest.mark.timeout(60)
 
-SCRIPT = Path(sys.executable).parent / "nsqclient-embedded-nsqd"
+#: the one console script's ``nsqd`` command
+COMMAND = [str(Path(sys.executable).parent / "nsqclient"), "nsqd"]
 DEADLINE = 15.0
 
 
@@ -29,7 +30,7 @@ class Server:
 
     def __init__(self, *args: str, command: list[str] | None = None) -> None:
         self.proc = subprocess.Popen(
-            [*(command or [str(SCRIPT)]), *args],
+            [*(command or COMMAND), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -165,7 +166,7 @@ def test_tls_flags(servers: list[Server], certs: CertBundle) -> None:
 
 def test_bad_flags_fail_with_a_message() -> None:
     result = subprocess.run(
-        [str(SCRIPT), "--tcp-address=127.0.0.1:0", "--max-deflate-level=12"],
+        [*COMMAND, "--tcp-address=127.0.0.1:0", "--max-deflate-level=12"],
         capture_output=True,
         text=True,
         timeout=DEADLINE,

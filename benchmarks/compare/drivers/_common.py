@@ -2,9 +2,11 @@
 of :mod:`nsqclient.benchmark.accounting` (re-exported here). Standard library only.
 
 The peer drivers run with each peer's own virtualenv python, which has no nsqclient, so this file
-never imports nsqclient there: it loads ``nsqclient/benchmark/accounting.py`` (standard library
-only too) straight from this source checkout. Under the harness's own python (nsqclient's
-driver) the installed module is used. Either way one file holds the arithmetic.
+never imports nsqclient there: the harness, which runs where nsqclient is installed, names the
+installed accounting module's file in ``$NSQBENCH_ACCOUNTING`` (:data:`ACCOUNTING_ENV`) and this
+file loads it from there (it is standard library only). Under the harness's own python
+(nsqclient's driver) the module is imported. Either way the nsqclient being measured holds the
+one copy of the arithmetic, and nothing here knows where it is installed.
 
 The driver protocol (one JSON object per line on stdout, the last one counts)::
 
@@ -26,6 +28,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
+import platform
 import resource
 import sys
 import time
@@ -38,17 +42,25 @@ from typing import TYPE_CHECKING, Any
 PROTOCOL_VERSION = 1
 SCENARIOS = ("pub", "mpub", "e2e", "drain")
 
-#: this checkout's copy of the accounting module (drivers -> compare -> benchmarks -> checkout)
-ACCOUNTING_FILE = Path(__file__).resolve().parents[3] / "nsqclient" / "benchmark" / "accounting.py"
+#: the file of the installed ``nsqclient.benchmark.accounting``, set by the harness for peers
+ACCOUNTING_ENV = "NSQBENCH_ACCOUNTING"
 
 
 def _load_accounting() -> ModuleType:
     try:
         from nsqclient.benchmark import accounting
-    except ImportError:  # a peer's virtualenv: the same file, from this checkout
-        spec = importlib.util.spec_from_file_location("nsqbench_accounting", ACCOUNTING_FILE)
+    except ImportError:  # a peer's virtualenv: the file the harness names
+        path = os.environ.get(ACCOUNTING_ENV, "")
+        if not path:
+            raise ImportError(
+                f"no nsqclient here and ${ACCOUNTING_ENV} is not set: run the drivers through "
+                "`python -m benchmarks.compare` (which sets it), or set it to the file of "
+                "nsqclient.benchmark.accounting (python -c 'import nsqclient.benchmark."
+                "accounting as a; print(a.__file__)')"
+            ) from None
+        spec = importlib.util.spec_from_file_location("nsqbench_accounting", Path(path))
         if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {ACCOUNTING_FILE}") from None
+            raise ImportError(f"cannot load {path} (${ACCOUNTING_ENV})") from None
         accounting = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = accounting
         spec.loader.exec_module(accounting)
@@ -63,11 +75,9 @@ if TYPE_CHECKING:
         body_factory,
         cpu_seconds,
         latency_summary,
-        parse_body,
         peak_rss_kib,
         percentile,
         publish_result,
-        python_runtime,
         steady_mark,
         steady_rate,
     )
@@ -76,6 +86,7 @@ else:
     globals().update({name: getattr(_accounting, name) for name in _accounting.__all__})
 
 __all__ = [
+    "ACCOUNTING_ENV",
     "HEADER",
     "HEADER_SIZE",
     "PROTOCOL_VERSION",
@@ -100,6 +111,16 @@ __all__ = [
     "steady_mark",
     "steady_rate",
 ]
+
+
+def parse_body(body: bytes) -> tuple[int, int]:
+    """(sequence id, publish time in ns) of a benchmark body."""
+    seq, sent_ns = HEADER.unpack_from(body)
+    return int(seq), int(sent_ns)
+
+
+def python_runtime() -> str:
+    return f"{platform.python_implementation()} {platform.python_version()}"
 
 
 # --------------------------------------------------------------------------- the driver protocol

@@ -1,7 +1,7 @@
 """nsqclient's driver for the comparison (``python -m benchmarks.compare``): ``--mode aio|sync``.
 
 Runs with the main virtualenv's python and measures through the same functions as
-``nsqclient-benchmark`` itself, each client's fast path:
+``nsqclient bench`` itself, each client's fast path:
 
 * aio: PUB from ``--concurrency`` tasks; MPUB from ``--mpub-concurrency`` tasks; e2e and drain with
   ``set_message_handler(fn, direct=True)``.

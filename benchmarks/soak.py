@@ -1,4 +1,4 @@
-"""``nsqclient-benchmark soak``: hours-of-use in minutes, through a link that keeps breaking.
+"""``python -m benchmarks.soak``: hours-of-use in minutes, through a link that keeps breaking.
 
 An asyncio Writer and Reader and a SyncWriter thread and a SyncReader thread share one topic
 and channel, all four connected through a :class:`~nsqclient.testing.FaultProxy` that cuts
@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..aio import Message, NsqdHTTPClient, Reader, Writer
-from ..errors import NSQError
-from ..sync import SyncReader, SyncWriter
+from nsqclient.aio import Message, NsqdHTTPClient, Reader, Writer
+from nsqclient.errors import NSQError
+from nsqclient.sync import SyncReader, SyncWriter
 
 __all__ = ["SoakSettings", "main", "run_soak"]
 
@@ -156,7 +156,7 @@ def _body(source: int, seq: int, pad: bytes) -> bytes:
 
 async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
     """Run the soak; return the report (``result.ok`` says whether every promise held)."""
-    from ..testing import FaultProxy, start_nsqd
+    from nsqclient.testing import FaultProxy, start_nsqd
 
     say = log if log is not None else (lambda _line: None)
     own = None
@@ -411,7 +411,7 @@ async def _channel_left(http: NsqdHTTPClient, topic: str, channel: str) -> tuple
 # --------------------------------------------------------------------------- command line
 
 
-def build_parser(prog: str = "nsqclient-benchmark soak") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m benchmarks.soak") -> argparse.ArgumentParser:
     defaults = SoakSettings()
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -442,12 +442,14 @@ def build_parser(prog: str = "nsqclient-benchmark soak") -> argparse.ArgumentPar
     parser.add_argument("--nsqd-http", dest="nsqd_http", help=argparse.SUPPRESS)
     parser.add_argument("--backend", choices=["auto", "real", "embedded"], default="auto")
     parser.add_argument("--json", type=Path, help="write samples and the verdict here")
-    parser.add_argument("--chart", type=Path, help="write a PNG of RSS and rates (needs [plot])")
+    parser.add_argument(
+        "--chart", type=Path, help="write a PNG of RSS and rates (needs matplotlib)"
+    )
     parser.add_argument("--quiet", action="store_true")
     return parser
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "nsqclient-benchmark soak") -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "python -m benchmarks.soak") -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     if (args.nsqd_tcp is None) != (args.nsqd_http is None):
@@ -456,7 +458,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "nsqclient-benchmark soa
         from .chart import matplotlib_available
 
         if not matplotlib_available():
-            parser.error("--chart needs matplotlib: pip install 'nsqclient[plot]'")
+            parser.error("--chart needs matplotlib: pip install matplotlib")
     settings = SoakSettings(
         duration=args.duration,
         rate=args.rate,
@@ -495,6 +497,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "nsqclient-benchmark soa
     result = report["result"]
     print(json.dumps(result, indent=2))
     if not result["ok"]:
-        say("nsqclient-benchmark soak: FAILED (see the result above)")
+        say(f"{prog}: FAILED (see the result above)")
         return 1
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

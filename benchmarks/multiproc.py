@@ -1,6 +1,7 @@
-"""``--consumer-processes N``: N processes, each with its own event loop and Reader, share one
-channel; the parent starts them together, publishes (end-to-end) or not (drain), and merges the
-exact accounting.
+"""``python -m benchmarks.run --consumer-processes N`` (repository tooling, not installed):
+the ``e2e-procs`` and ``drain-procs`` scenarios, added to the installed benchmark's. N
+processes, each with its own event loop and Reader, share one channel; the parent starts them
+together, publishes (end-to-end) or not (drain), and merges the exact accounting.
 
 Children are started with the ``spawn`` method (never fork a process that may own a loop thread).
 Each child counts locally and adds its count to one shared counter once per read batch (a
@@ -18,10 +19,11 @@ import multiprocessing.synchronize
 import queue
 import time
 from array import array
+from collections.abc import Coroutine
 from typing import Any
 
-from ..aio import Message, Reader, Writer
-from .accounting import (
+from nsqclient.aio import Message, Reader, Writer
+from nsqclient.benchmark.accounting import (
     HEADER,
     HEADER_SIZE,
     SequenceTracker,
@@ -29,10 +31,11 @@ from .accounting import (
     latency_summary,
     peak_rss_kib,
 )
-from .params import Measurement, Params
-from .scenarios import publish_with
+from nsqclient.benchmark.params import Measurement, Params
+from nsqclient.benchmark.runner import ExtraScenario
+from nsqclient.benchmark.scenarios import publish_with
 
-__all__ = ["measure_multiprocess"]
+__all__ = ["extra_scenarios", "measure_multiprocess"]
 
 _READY_TIMEOUT = 30.0
 
@@ -277,3 +280,16 @@ async def measure_multiprocess(p: Params, processes: int, *, publish: bool) -> M
             f"per-process msgs [{counts}], msg/s [{rates}]"
         ),
     }
+
+
+def extra_scenarios(processes: int) -> dict[str, ExtraScenario]:
+    """``e2e-procs`` (publish while N processes consume) and ``drain-procs`` (a preloaded
+    channel), for the installed runner."""
+
+    def e2e(p: Params) -> Coroutine[Any, Any, Measurement]:
+        return measure_multiprocess(p, processes, publish=True)
+
+    def drain(p: Params) -> Coroutine[Any, Any, Measurement]:
+        return measure_multiprocess(p, processes, publish=False)
+
+    return {"e2e-procs": ExtraScenario("e2e", e2e), "drain-procs": ExtraScenario("drain", drain)}

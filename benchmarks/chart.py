@@ -1,14 +1,26 @@
-"""A PNG chart of a run (needs the ``plot`` extra: ``pip install nsqclient[plot]``)."""
+"""PNG charts of the benchmarks' runs (needs matplotlib, in nsqclient's dev extra): ``nsqclient
+bench``'s results (``python -m benchmarks.run --chart``, or ``python -m benchmarks.chart
+results.json chart.png`` from a ``--json`` report) and the soak's samples; :func:`save_figure`
+is every benchmark's figure style."""
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .results import ScenarioResult
+from nsqclient.benchmark.results import ScenarioResult
 
-__all__ = ["matplotlib_available", "write_chart", "write_soak_chart"]
+__all__ = [
+    "main",
+    "matplotlib_available",
+    "results_from_report",
+    "save_figure",
+    "write_chart",
+    "write_soak_chart",
+]
 
 
 def matplotlib_available() -> bool:
@@ -62,10 +74,11 @@ def write_chart(path: str | Path, results: Sequence[ScenarioResult], title: str)
         ax2.legend(loc="lower right")
     else:
         ax2.set_axis_off()
-    _save(fig, path, title, dpi=110)
+    save_figure(fig, path, title, dpi=110)
 
 
-def _save(fig: Any, path: str | Path, title: str, *, dpi: int) -> None:
+def save_figure(fig: Any, path: str | Path, title: str, *, dpi: int) -> None:
+    """Title, tight layout, write the PNG (its folder created), free the figure."""
     import matplotlib.pyplot as plt
 
     fig.suptitle(title)
@@ -111,4 +124,31 @@ def write_soak_chart(path: str | Path, report: dict[str, Any]) -> None:
         f"missing, {result['cuts']} cuts; RSS {result['rss_start_mib']:.0f} -> "
         f"{result['rss_end_mib']:.0f} MiB"
     )
-    _save(fig, path, title, dpi=100)
+    save_figure(fig, path, title, dpi=100)
+
+
+def results_from_report(report: dict[str, Any]) -> list[ScenarioResult]:
+    """The rows of a ``nsqclient bench --json`` report."""
+    fields = {f for f in ScenarioResult.__dataclass_fields__}
+    return [
+        ScenarioResult(**{k: v for k, v in row.items() if k in fields}) for row in report["results"]
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.chart REPORT.json CHART.png``: draw a ``--json`` report."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2:
+        print("usage: python -m benchmarks.chart REPORT.json CHART.png", file=sys.stderr)
+        return 2
+    if not matplotlib_available():
+        print("benchmarks.chart: needs matplotlib: pip install matplotlib", file=sys.stderr)
+        return 2
+    report = json.loads(Path(args[0]).read_text(encoding="utf-8"))
+    profile = report.get("settings", {}).get("profile", {}).get("name", "?")
+    write_chart(args[1], results_from_report(report), f"nsqclient bench, profile {profile}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
