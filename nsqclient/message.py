@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any, Protocol
 
+from .compat.pynsq import PynsqMessageNames
+
 __all__ = ["Message", "Responder"]
 
 
@@ -44,7 +46,7 @@ _EXHAUSTED = iter(())  # stays exhausted, so one object serves every await
 _DONE = _Done()
 
 
-class Message:
+class Message(PynsqMessageNames):
     """One delivery of a message from nsqd.
 
     ``id`` is the 16-byte hex id nsqd assigned (as bytes, the way FIN/REQ/TOUCH take it), ``body``
@@ -54,7 +56,8 @@ class Message:
     Answer each message once with :meth:`fin` or :meth:`req` (the first answer wins, later ones
     do nothing); :meth:`touch` as often as needed before that. None of them blocks or waits for
     nsqd. A message from :class:`nsqclient.sync.SyncReader` may be answered from any thread; one
-    from :class:`nsqclient.aio.Reader` on that Reader's event loop only.
+    from :class:`nsqclient.aio.Reader` on that Reader's event loop only. pynsq's and gnsq's
+    ``finish`` / ``requeue`` / ``enable_async`` come from :mod:`nsqclient.compat`'s mixin.
     """
 
     __slots__ = ("_auto", "_responded", "_responder", "attempts", "body", "id", "timestamp")
@@ -86,8 +89,6 @@ class Message:
                 responder.message_fin(self)
         return _DONE
 
-    finish = fin
-
     def req(self, delay_ms: int | None = None, *, backoff: bool = True) -> _Done:
         """Ask nsqd to deliver the message again after ``delay_ms`` milliseconds.
 
@@ -109,8 +110,6 @@ class Message:
                 responder.message_req(self, delay_ms, backoff)
         return _DONE
 
-    requeue = req
-
     def touch(self) -> _Done:
         """Reset nsqd's timeout for this message (up to its ``max_msg_timeout``)."""
         if not self._responded:
@@ -129,8 +128,6 @@ class Message:
     def disable_auto_response(self) -> None:
         """Take responsibility for answering: the handler's return will not FIN or REQ it."""
         self._auto = False
-
-    enable_async = disable_auto_response  # pynsq's name
 
     @property
     def auto_response(self) -> bool:

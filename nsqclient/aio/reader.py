@@ -32,7 +32,6 @@ from ..config import Config
 from ..errors import (
     ClosedError,
     ConfigError,
-    NSQError,
     ResponseFailedError,
     ServerError,
     TouchFailedError,
@@ -45,7 +44,6 @@ from ..flow import (
 )
 from ..message import _DONE, Message
 from ..observability import _hook
-from ..protocol.names import validate_channel, validate_topic
 from ..stats import ReaderStats
 from .connection import Connection, ConnectionState, Pending
 from .delivery import (
@@ -173,21 +171,6 @@ class Reader:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def subscribe(self, topic: str, channel: str) -> None:
-        """Choose the topic/channel (asyncnsq style) and start consuming."""
-        if self._state is not ReaderState.NEW:
-            raise NSQError(
-                "this Reader is already subscribed; create another Reader for another topic/channel"
-            )
-        self.topic = validate_topic(topic).decode()
-        self.channel = validate_channel(channel).decode()
-        await self.start()
-
-    async def connect(self) -> None:
-        """asyncnsq compatibility: start if the topic is known, else wait for ``subscribe``."""
-        if self.topic is not None and self.channel is not None:
-            await self.start()
-
     async def start(self) -> None:
         """Connect to the configured nsqd and lookupd, SUB, and begin receiving."""
         if self._state is not ReaderState.NEW:
@@ -195,7 +178,7 @@ class Reader:
                 return
             raise ClosedError("this Reader was closed; create a new one")
         if self.topic is None or self.channel is None:
-            raise ConfigError("a Reader needs a topic and a channel (or call subscribe())")
+            raise ConfigError("a Reader needs a topic and a channel: Reader(topic, channel, ...)")
         self._loop = asyncio.get_running_loop()
         self._state = ReaderState.RUNNING
         if self._runner is not None and not self._direct:
@@ -524,10 +507,6 @@ class Reader:
     def __aiter__(self) -> AsyncIterator[Message]:
         return self.messages()
 
-    async def wait_handler_tasks(self, timeout: float | None = None) -> bool:
-        """asyncnsq compatibility: wait until every delivered message is answered."""
-        return await self.tracker.wait_empty(timeout)
-
     # ------------------------------------------------------------------ closing
 
     async def graceful_close(
@@ -770,8 +749,6 @@ class Reader:
             name="nsq-reader-stop-signal",
             context=contextvars.Context(),  # nobody's own close: iterating tasks keep their time
         )
-
-    clean_close = graceful_close  # asyncnsq's name
 
     # ------------------------------------------------------------------ misc
 

@@ -34,8 +34,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..aio import Message, NsqdHTTPClient, Reader, Writer
+from ..aio import Message, Reader, Writer
 from ..errors import NSQError
+from ..http import NsqdHTTPClient
 from ..sync import SyncReader, SyncWriter
 
 __all__ = ["SoakSettings", "main", "run_soak"]
