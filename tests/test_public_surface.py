@@ -23,7 +23,14 @@ pytestmark = pytest.mark.timeout(60)
 #: every name a public package exports, and the one package that exports it
 HOMES = {
     "nsqclient": {"Config", "ConfigOptions", "Message", "HTTPError", "NSQError"},
-    "nsqclient.aio": {"Message", "MessageSink", "MessageTracker", "Reader", "ReaderState", "Writer"},
+    "nsqclient.aio": {
+        "Message",
+        "MessageSink",
+        "MessageTracker",
+        "Reader",
+        "ReaderState",
+        "Writer",
+    },
     "nsqclient.sync": {"Message", "SyncReader", "SyncWriter", "get_loop", "run_in_loop"},
     "nsqclient.http": {
         "LookupResult",

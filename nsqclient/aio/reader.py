@@ -250,12 +250,7 @@ class Reader:
         if self._nodes.lost(conn, exc):
             self._finished_closed += conn.messages_finished
         orphans = self.tracker.detach(conn)
-        if isinstance(self._sink, MessageQueue):
-            self._sink.purge(lambda m: m._responder is not conn)
-        else:
-            forget = getattr(self._sink, "forget", None)
-            if forget is not None:
-                forget(conn)  # e.g. the thread bridge's per-connection responder
+        self._sink.forget(conn)  # queued messages of conn, the thread bridge's stand-in for it
         if orphans:
             log.info(
                 "connection to nsqd %s lost with %d messages in flight (their answers can no "
@@ -689,20 +684,18 @@ class Reader:
 
     def _requeue(self, messages: Iterable[Message]) -> None:
         for msg in messages:
-            if not msg._responded:
+            if not msg.has_responded:
                 msg.req(0, backoff=False)
 
     def _requeue_in_flight(self) -> int:
         """REQ everything the connections still hold, even messages whose answer was given on
         another thread but has not reached the loop yet: closing must not strand them.
         Returns how many were requeued."""
-        flush = getattr(self._sink, "flush", None)
-        if flush is not None:
-            flush()  # apply answers already queued by threads first
+        self._sink.flush()  # apply answers already queued by threads first
         count = 0
         for conn, msg in self.tracker.items():
             count += 1
-            if not msg._responded:
+            if not msg.has_responded:
                 msg.req(0, backoff=False)
             else:  # answered elsewhere, not yet applied: the late answer will find nothing
                 conn.message_req(msg, 0, False)
@@ -798,8 +791,7 @@ class Reader:
 
     def _queued(self) -> int:
         """Delivered and not yet handed to the application (in the queue, or in a sink)."""
-        size = getattr(self._sink, "__len__", None)
-        return int(size()) if size is not None else 0
+        return len(self._sink)
 
     def __repr__(self) -> str:
         return (
