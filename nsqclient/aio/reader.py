@@ -158,12 +158,12 @@ class Reader:
         self._close_task: asyncio.Task[None] | None = None
         self._closed_event = asyncio.Event()
         self._max_attempts = self.config.max_attempts
-        self.received = 0
+        self._received = 0
         self._finished_closed = 0  # FINs on connections that are gone
-        self.requeued = 0
-        self.given_up = 0
-        self.response_errors = 0
-        self.timed_out = 0  # FIN/REQ refused: nsqd had timed the message out and requeued it
+        self._requeued = 0
+        self._given_up = 0
+        self._response_errors = 0
+        self._timed_out = 0  # FIN/REQ refused: nsqd had timed the message out and requeued it
         if _hook.active is not None:  # observability.instrument(): before the handler
             _hook.active.attach(self)
         if message_handler is not None:
@@ -268,7 +268,7 @@ class Reader:
         changes = self._flow.messages_received(conn, len(messages), conn.last_message_time)
         if changes:  # a connection started delivering: the adaptive policy gives it the budget
             self._apply(changes)
-        self.received += len(messages)
+        self._received += len(messages)
         if self._state is not ReaderState.RUNNING:
             for msg in messages:  # arrived after RDY 0 during close: hand straight back
                 msg.req(0, backoff=False)
@@ -297,7 +297,7 @@ class Reader:
         return keep
 
     def _give_up(self, msg: Message) -> None:
-        self.given_up += 1
+        self._given_up += 1
         hook = self.on_giving_up
         try:
             if hook is None:
@@ -315,8 +315,7 @@ class Reader:
             log.exception("on_giving_up hook failed")
         msg.fin()
 
-    @property
-    def finished(self) -> int:
+    def _finished(self) -> int:
         """Messages FIN'd (counted by the connections, so a FIN costs no call here)."""
         return self._finished_closed + sum(c.messages_finished for c in self._conns.values())
 
@@ -330,7 +329,7 @@ class Reader:
             if flow.in_backoff or flow.awaiting_answers:
                 self._apply(flow.message_result(_SUCCESS, self._now()))
         else:
-            self.requeued += 1
+            self._requeued += 1
             if backoff:
                 self._apply(flow.message_result(_FAILURE, self._now()))
             elif flow.in_backoff or flow.awaiting_answers:
@@ -339,9 +338,9 @@ class Reader:
             self.tracker.notify()
 
     def _on_response_error(self, conn: Connection, error: ResponseFailedError) -> None:
-        self.response_errors += 1
+        self._response_errors += 1
         if not isinstance(error, TouchFailedError):  # a late TOUCH is followed by its FIN/REQ
-            self.timed_out += 1
+            self._timed_out += 1
         log.warning("%s (the message probably timed out on nsqd; it will be redelivered)", error)
 
     def _on_fatal_error(
@@ -769,14 +768,14 @@ class Reader:
             "topic": self.topic,
             "channel": self.channel,
             "state": self._state.value,
-            "received": self.received,
-            "finished": self.finished,
-            "requeued": self.requeued,
-            "given_up": self.given_up,
+            "received": self._received,
+            "finished": self._finished(),
+            "requeued": self._requeued,
+            "given_up": self._given_up,
             "in_flight": len(self.tracker),
             "lost_on_disconnect": self.tracker.lost,
-            "response_errors": self.response_errors,
-            "timed_out": self.timed_out,
+            "response_errors": self._response_errors,
+            "timed_out": self._timed_out,
             "queued": self._queued(),
             "connecting": len(self._nodes.connecting),
             "max_in_flight": flow.max_in_flight,
