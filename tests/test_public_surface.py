@@ -164,3 +164,18 @@ def test_compat_names_load_the_reader_only_when_used() -> None:
         "nsqclient.compat.create_reader; assert 'nsqclient.aio.reader' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+
+
+def test_the_default_sink_forgets_a_dead_connections_messages_in_place() -> None:
+    from nsqclient.aio.delivery import MessageQueue
+
+    queue = MessageQueue()
+    dead, alive = _Recorder(), _Recorder()
+    messages = [Message(0, 1, b"%016d" % i, b"", dead if i % 2 else alive) for i in range(6)]
+    queue.put(messages)
+    items = queue._items  # iterators hold this very deque
+    queue.forget(dead)
+    queue.flush()  # answers are given on the loop: nothing pending, nothing sent
+    assert queue._items is items and len(queue) == 3
+    assert [m.id for m in items] == [m.id for m in messages[::2]]
+    assert dead.calls == alive.calls == []
