@@ -28,6 +28,7 @@ SUBPACKAGES = {
     "aio",
     "benchmark",
     "cli",
+    "compat",
     "flow",
     "http",
     "observability",
