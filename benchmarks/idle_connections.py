@@ -106,7 +106,7 @@ async def _measure(
         rdy_strategy=rdy_strategy,  # type: ignore[arg-type]
     )
     every = max_in_flight is None or max_in_flight >= n
-    await reader.connect()
+    await reader.start()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 60
     while loop.time() < deadline:

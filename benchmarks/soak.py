@@ -34,8 +34,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nsqclient.aio import Message, NsqdHTTPClient, Reader, Writer
+from nsqclient.aio import Message, Reader, Writer
 from nsqclient.errors import NSQError
+from nsqclient.http import NsqdHTTPClient
 from nsqclient.sync import SyncReader, SyncWriter
 
 __all__ = ["SoakSettings", "main", "run_soak"]

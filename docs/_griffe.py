@@ -21,8 +21,8 @@ OPTION_TAKERS = (
     "nsqclient.aio.reader.Reader",
     "nsqclient.sync.writer.SyncWriter",
     "nsqclient.sync.reader.SyncReader",
-    "nsqclient.compat.create_writer",
-    "nsqclient.compat.create_reader",
+    "nsqclient.compat.asyncnsq.create_writer",
+    "nsqclient.compat.asyncnsq.create_reader",
 )
 
 # relative to the reference pages (docs/reference/*.md)

@@ -21,7 +21,8 @@ import threading
 import time
 import uuid
 
-from nsqclient.aio import NsqdHTTPClient, Reader, Writer
+from nsqclient.aio import Reader, Writer
+from nsqclient.http import NsqdHTTPClient
 from nsqclient.sync import SyncReader, SyncWriter
 
 ASYNC_PUBS = 6  # single PUBs from the asyncio Writer

@@ -1,7 +1,10 @@
 """nsqclient: a fast, dependable NSQ client.
 
 For asyncio (:mod:`nsqclient.aio`) and for blocking code (:mod:`nsqclient.sync`), over one engine
-and a protocol layer with no I/O (:mod:`nsqclient.protocol`).
+and a protocol layer with no I/O (:mod:`nsqclient.protocol`). Each public name has one home,
+listed in docs/architecture.md ("Where each public name lives"): the option object, the delivered
+``Message`` and the error tree here; the ``stats()`` types in :mod:`nsqclient.stats`; the HTTP
+clients in :mod:`nsqclient.http`; other clients' names in :mod:`nsqclient.compat`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,5 @@ from .errors import *  # noqa: F403  (the error tree is part of the top-level AP
 from .errors import __all__ as _errors_all
 from .message import Message
 from .options import ConfigOptions
-from .stats import *  # noqa: F403  (the stats() types, named where the clients are)
-from .stats import __all__ as _stats_all
 
-__all__ = ["Config", "ConfigOptions", "Message", "__version__", *_errors_all, *_stats_all]
+__all__ = ["Config", "ConfigOptions", "Message", "__version__", *_errors_all]

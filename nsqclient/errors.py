@@ -50,7 +50,6 @@ write: it may or may not have been applied).
 from __future__ import annotations
 
 __all__ = [
-    "NON_FATAL_CODES",
     "AuthError",
     "AuthRequiredError",
     "BadBodyError",
@@ -92,7 +91,6 @@ __all__ = [
     "TouchFailedError",
     "TransportError",
     "WrongPortError",
-    "error_from_frame",
 ]
 
 

@@ -5,14 +5,21 @@ One ``Message`` is allocated per delivery, by the frame decoder itself, so the c
 the response to the owning connection's *responder* and return an already-finished awaitable, so
 both ``msg.fin()`` (blocking code, handlers) and ``await msg.fin()`` (asyncnsq style) work and
 cost the same. Responses are idempotent: the first FIN or REQ wins, later ones send nothing.
+
+The library's other modules reach a message only through its public attributes and the small
+responder interface below (:class:`Responder`, :func:`responder_of`, :func:`reroute`): the
+answered state and the auto-response flag are plain public slots (read them; ``fin()``, ``req()``
+and ``disable_auto_response()`` set them), so reading them costs what a private field did.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, Protocol
 
-__all__ = ["Message", "Responder"]
+from .compat.pynsq import PynsqMessageNames
+
+__all__ = ["Message", "Responder", "reroute", "responder_of"]
 
 
 class Responder(Protocol):
@@ -44,7 +51,7 @@ _EXHAUSTED = iter(())  # stays exhausted, so one object serves every await
 _DONE = _Done()
 
 
-class Message:
+class Message(PynsqMessageNames):
     """One delivery of a message from nsqd.
 
     ``id`` is the 16-byte hex id nsqd assigned (as bytes, the way FIN/REQ/TOUCH take it), ``body``
@@ -54,10 +61,24 @@ class Message:
     Answer each message once with :meth:`fin` or :meth:`req` (the first answer wins, later ones
     do nothing); :meth:`touch` as often as needed before that. None of them blocks or waits for
     nsqd. A message from :class:`nsqclient.sync.SyncReader` may be answered from any thread; one
-    from :class:`nsqclient.aio.Reader` on that Reader's event loop only.
+    from :class:`nsqclient.aio.Reader` on that Reader's event loop only. pynsq's and gnsq's
+    ``finish`` / ``requeue`` / ``enable_async`` come from :mod:`nsqclient.compat`'s mixin.
     """
 
-    __slots__ = ("_auto", "_responded", "_responder", "attempts", "body", "id", "timestamp")
+    __slots__ = (
+        "_responder",
+        "attempts",
+        "auto_response",
+        "body",
+        "has_responded",
+        "id",
+        "timestamp",
+    )
+
+    #: True once FIN or REQ was called (TOUCH does not count). Read it; ``fin()``/``req()`` set it.
+    has_responded: bool
+    #: False once ``disable_auto_response()`` was called: the handler's return is then ignored.
+    auto_response: bool
 
     def __init__(
         self,
@@ -72,21 +93,19 @@ class Message:
         self.id = id
         self.body = body
         self._responder = responder
-        self._responded = False
-        self._auto = True
+        self.has_responded = False
+        self.auto_response = True
 
     # -- responses --
 
     def fin(self) -> _Done:
         """Tell nsqd the message is done. Does nothing if it was already answered."""
-        if not self._responded:
-            self._responded = True
+        if not self.has_responded:
+            self.has_responded = True
             responder = self._responder
             if responder is not None:
                 responder.message_fin(self)
         return _DONE
-
-    finish = fin
 
     def req(self, delay_ms: int | None = None, *, backoff: bool = True) -> _Done:
         """Ask nsqd to deliver the message again after ``delay_ms`` milliseconds.
@@ -102,18 +121,16 @@ class Message:
             from .errors import InvalidArgumentError
 
             raise InvalidArgumentError(f"delay_ms must be a non-negative int, got {delay_ms!r}")
-        if not self._responded:
-            self._responded = True
+        if not self.has_responded:
+            self.has_responded = True
             responder = self._responder
             if responder is not None:
                 responder.message_req(self, delay_ms, backoff)
         return _DONE
 
-    requeue = req
-
     def touch(self) -> _Done:
         """Reset nsqd's timeout for this message (up to its ``max_msg_timeout``)."""
-        if not self._responded:
+        if not self.has_responded:
             responder = self._responder
             if responder is not None:
                 responder.message_touch(self)
@@ -121,21 +138,9 @@ class Message:
 
     # -- state --
 
-    @property
-    def has_responded(self) -> bool:
-        """True once FIN or REQ was called (TOUCH does not count)."""
-        return self._responded
-
     def disable_auto_response(self) -> None:
         """Take responsibility for answering: the handler's return will not FIN or REQ it."""
-        self._auto = False
-
-    enable_async = disable_auto_response  # pynsq's name
-
-    @property
-    def auto_response(self) -> bool:
-        """False once ``disable_auto_response()`` was called: the handler's return is ignored."""
-        return self._auto
+        self.auto_response = False
 
     @property
     def nsqd_address(self) -> str | None:
@@ -144,8 +149,27 @@ class Message:
         return None if responder is None else responder.address
 
     def __repr__(self) -> str:
-        state = "answered" if self._responded else "in flight"
+        state = "answered" if self.has_responded else "in flight"
         return (
             f"<Message id={self.id.decode('ascii', 'replace')} attempts={self.attempts}"
             f" bytes={len(self.body)} {state}>"
         )
+
+
+def responder_of(msg: Message) -> Responder | None:
+    """Whoever answers for ``msg`` (its connection, or the thread bridge's stand-in for it)."""
+    return msg._responder
+
+
+def reroute(
+    messages: list[Message],
+    old: Responder | None,
+    new: Responder,
+    other: Callable[[Responder | None], Responder],
+) -> None:
+    """Answer ``messages`` through ``new`` instead of ``old`` (a message with another responder
+    gets ``other(its responder)``): the thread bridge routes answers from threads to the loop.
+    One call per batch, the loop inside: nothing is added per message."""
+    for msg in messages:
+        current = msg._responder
+        msg._responder = new if current is old else other(current)

@@ -13,9 +13,9 @@ ignore the others (do not assert the exact key set in production code).
 
 Units: every counter is a plain count (``int``) since the object was created (or since a
 connection was made, for the per-connection ones); ``state`` values are the lower-case names of
-:class:`~nsqclient.aio.ReaderState` / :class:`~nsqclient.aio.ConnectionState`. No key holds a
-duration yet; one that does will say its unit in its name (``_seconds``, ``_ms``), as any key in
-bytes will (``_bytes``).
+:class:`~nsqclient.aio.ReaderState` / :class:`~nsqclient.aio.connection.ConnectionState`. No key
+holds a duration yet; one that does will say its unit in its name (``_seconds``, ``_ms``), as any
+key in bytes will (``_bytes``).
 """
 
 from __future__ import annotations
@@ -33,15 +33,15 @@ __all__ = [
 
 
 class ConnectionStats(TypedDict):
-    """One nsqd connection: :meth:`nsqclient.aio.Connection.stats`, and each entry of a Reader's
-    ``connections``. On a Reader's connection ``pending`` is mostly 0 (only SUB and CLS await a
-    reply there); a Writer reports the shorter :class:`WriterConnectionStats`."""
+    """One nsqd connection: :meth:`nsqclient.aio.connection.Connection.stats`, and each entry of
+    a Reader's ``connections``. On a Reader's connection ``pending`` is mostly 0 (only SUB and
+    CLS await a reply there); a Writer reports the shorter :class:`WriterConnectionStats`."""
 
     address: str
     """``"host:port"`` of the nsqd (``[v6]:port`` for IPv6)."""
     state: str
     """``"init"``, ``"connecting"``, ``"connected"``, ``"subscribed"``, ``"closing"`` or
-    ``"closed"`` (a :class:`~nsqclient.aio.ConnectionState` value)."""
+    ``"closed"`` (a :class:`~nsqclient.aio.connection.ConnectionState` value)."""
     rdy: int
     """Count: the last RDY sent on this connection (how many messages nsqd may push unasked)."""
     in_flight: int

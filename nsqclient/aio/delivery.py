@@ -21,7 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
-from ..message import Message
+from ..message import Message, Responder, responder_of
 
 __all__ = [
     "ITERATING",
@@ -47,14 +47,27 @@ ITERATING: contextvars.ContextVar[asyncio.Task[Any] | None] = contextvars.Contex
 
 
 class MessageSink(Protocol):
-    """Where a Reader puts delivered messages. Called on the loop thread; must not block."""
+    """Where a Reader puts delivered messages: everything the Reader asks of one (it probes
+    for nothing else). Called on the loop thread; no method may block."""
 
     def put(self, messages: list[Message]) -> None:
         """Take one read's worth of delivered messages (in delivery order). Must not block."""
 
     def take_undelivered(self) -> list[Message]:
-        """Remove and return messages not yet handed to the application (closing, or their
-        connection died)."""
+        """Remove and return messages not yet handed to the application (the Reader closes and
+        requeues them)."""
+
+    def forget(self, responder: Responder) -> None:
+        """``responder``'s connection died: its messages can no longer be answered (nsqd
+        redelivers them), so drop those not yet handed out and anything kept for it."""
+
+    def flush(self) -> None:
+        """Apply the answers given elsewhere (other threads) and not yet sent, before a close
+        requeues what is still unanswered. Nothing to do for a sink on the loop alone."""
+
+    def __len__(self) -> int:
+        """Messages delivered and not yet handed to the application (``stats()["queued"]``)."""
+        ...
 
     def close(self) -> None:
         """No more messages will come: wake whoever waits for one. Idempotent."""
@@ -113,16 +126,21 @@ class MessageQueue:
         self._items.clear()
         return taken
 
-    def purge(self, keep: Callable[[Message], bool]) -> list[Message]:
-        """Remove the messages ``keep`` rejects (e.g. those from a connection that died)."""
+    def forget(self, responder: Responder) -> None:
+        """Drop the queued messages ``responder`` delivered (its connection died)."""
         kept: list[Message] = []
-        dropped: list[Message] = []
+        dropped = False
         for msg in self._items:
-            (kept if keep(msg) else dropped).append(msg)
+            if responder_of(msg) is responder:
+                dropped = True
+            else:
+                kept.append(msg)
         if dropped:  # in place: iterators hold this very deque
             self._items.clear()
             self._items.extend(kept)
-        return dropped
+
+    def flush(self) -> None:
+        """Answers are given on the loop itself: nothing is ever pending."""
 
     def close(self) -> None:
         self._closed = True
@@ -163,7 +181,7 @@ class HandlerRunner:
             self.failed(msg)
             return None
         if result is None:  # the common case: FIN unless answered or taken over
-            if self.auto_fin and not msg._responded and msg._auto:
+            if self.auto_fin and not msg.has_responded and msg.auto_response:
                 msg.fin()
             return None
         if inspect.isawaitable(result):
@@ -197,7 +215,7 @@ class HandlerRunner:
             await self.finish(msg, pending)
 
     def succeeded(self, msg: Message, result: object) -> None:
-        if msg._responded or not msg._auto:
+        if msg.has_responded or not msg.auto_response:
             return
         if result is False or (result is not None and result is not True and _falsy(result)):
             msg.req()
@@ -205,9 +223,9 @@ class HandlerRunner:
             msg.fin()
 
     def failed(self, msg: Message) -> None:
-        if msg._responded:
+        if msg.has_responded:
             then = "it was already answered, so nothing more is sent"
-        elif not msg._auto:
+        elif not msg.auto_response:
             then = (
                 "auto-response is off for it: answer it with fin()/req(), or nsqd redelivers it "
                 "after its msg_timeout"
@@ -224,7 +242,7 @@ class HandlerRunner:
             msg.attempts,
             then,
         )
-        if not msg._responded and msg._auto:
+        if not msg.has_responded and msg.auto_response:
             msg.req(backoff=True)
 
 
@@ -251,7 +269,7 @@ async def run_worker(queue: MessageQueue, runner: HandlerRunner) -> None:
             except QueueClosed:
                 return
             done = 0
-        if msg._responded:
+        if msg.has_responded:
             continue
         if is_async:
             await runner.run(msg)
@@ -303,7 +321,7 @@ class QueueIterator:
                     msg = await self._queue.get()
                 except QueueClosed:
                     raise StopAsyncIteration from None
-            if not msg._responded:
+            if not msg.has_responded:
                 return msg
 
 

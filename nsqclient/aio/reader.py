@@ -32,7 +32,6 @@ from ..config import Config
 from ..errors import (
     ClosedError,
     ConfigError,
-    NSQError,
     ResponseFailedError,
     ServerError,
     TouchFailedError,
@@ -45,7 +44,6 @@ from ..flow import (
 )
 from ..message import _DONE, Message
 from ..observability import _hook
-from ..protocol.names import validate_channel, validate_topic
 from ..stats import ReaderStats
 from .connection import Connection, ConnectionState, Pending
 from .delivery import (
@@ -160,33 +158,18 @@ class Reader:
         self._close_task: asyncio.Task[None] | None = None
         self._closed_event = asyncio.Event()
         self._max_attempts = self.config.max_attempts
-        self.received = 0
+        self._received = 0
         self._finished_closed = 0  # FINs on connections that are gone
-        self.requeued = 0
-        self.given_up = 0
-        self.response_errors = 0
-        self.timed_out = 0  # FIN/REQ refused: nsqd had timed the message out and requeued it
+        self._requeued = 0
+        self._given_up = 0
+        self._response_errors = 0
+        self._timed_out = 0  # FIN/REQ refused: nsqd had timed the message out and requeued it
         if _hook.active is not None:  # observability.instrument(): before the handler
             _hook.active.attach(self)
         if message_handler is not None:
             self.set_message_handler(message_handler)
 
     # ------------------------------------------------------------------ lifecycle
-
-    async def subscribe(self, topic: str, channel: str) -> None:
-        """Choose the topic/channel (asyncnsq style) and start consuming."""
-        if self._state is not ReaderState.NEW:
-            raise NSQError(
-                "this Reader is already subscribed; create another Reader for another topic/channel"
-            )
-        self.topic = validate_topic(topic).decode()
-        self.channel = validate_channel(channel).decode()
-        await self.start()
-
-    async def connect(self) -> None:
-        """asyncnsq compatibility: start if the topic is known, else wait for ``subscribe``."""
-        if self.topic is not None and self.channel is not None:
-            await self.start()
 
     async def start(self) -> None:
         """Connect to the configured nsqd and lookupd, SUB, and begin receiving."""
@@ -195,7 +178,7 @@ class Reader:
                 return
             raise ClosedError("this Reader was closed; create a new one")
         if self.topic is None or self.channel is None:
-            raise ConfigError("a Reader needs a topic and a channel (or call subscribe())")
+            raise ConfigError("a Reader needs a topic and a channel: Reader(topic, channel, ...)")
         self._loop = asyncio.get_running_loop()
         self._state = ReaderState.RUNNING
         if self._runner is not None and not self._direct:
@@ -267,12 +250,7 @@ class Reader:
         if self._nodes.lost(conn, exc):
             self._finished_closed += conn.messages_finished
         orphans = self.tracker.detach(conn)
-        if isinstance(self._sink, MessageQueue):
-            self._sink.purge(lambda m: m._responder is not conn)
-        else:
-            forget = getattr(self._sink, "forget", None)
-            if forget is not None:
-                forget(conn)  # e.g. the thread bridge's per-connection responder
+        self._sink.forget(conn)  # queued messages of conn, the thread bridge's stand-in for it
         if orphans:
             log.info(
                 "connection to nsqd %s lost with %d messages in flight (their answers can no "
@@ -290,7 +268,7 @@ class Reader:
         changes = self._flow.messages_received(conn, len(messages), conn.last_message_time)
         if changes:  # a connection started delivering: the adaptive policy gives it the budget
             self._apply(changes)
-        self.received += len(messages)
+        self._received += len(messages)
         if self._state is not ReaderState.RUNNING:
             for msg in messages:  # arrived after RDY 0 during close: hand straight back
                 msg.req(0, backoff=False)
@@ -319,7 +297,7 @@ class Reader:
         return keep
 
     def _give_up(self, msg: Message) -> None:
-        self.given_up += 1
+        self._given_up += 1
         hook = self.on_giving_up
         try:
             if hook is None:
@@ -337,8 +315,7 @@ class Reader:
             log.exception("on_giving_up hook failed")
         msg.fin()
 
-    @property
-    def finished(self) -> int:
+    def _finished(self) -> int:
         """Messages FIN'd (counted by the connections, so a FIN costs no call here)."""
         return self._finished_closed + sum(c.messages_finished for c in self._conns.values())
 
@@ -352,7 +329,7 @@ class Reader:
             if flow.in_backoff or flow.awaiting_answers:
                 self._apply(flow.message_result(_SUCCESS, self._now()))
         else:
-            self.requeued += 1
+            self._requeued += 1
             if backoff:
                 self._apply(flow.message_result(_FAILURE, self._now()))
             elif flow.in_backoff or flow.awaiting_answers:
@@ -361,9 +338,9 @@ class Reader:
             self.tracker.notify()
 
     def _on_response_error(self, conn: Connection, error: ResponseFailedError) -> None:
-        self.response_errors += 1
+        self._response_errors += 1
         if not isinstance(error, TouchFailedError):  # a late TOUCH is followed by its FIN/REQ
-            self.timed_out += 1
+            self._timed_out += 1
         log.warning("%s (the message probably timed out on nsqd; it will be redelivered)", error)
 
     def _on_fatal_error(
@@ -523,10 +500,6 @@ class Reader:
 
     def __aiter__(self) -> AsyncIterator[Message]:
         return self.messages()
-
-    async def wait_handler_tasks(self, timeout: float | None = None) -> bool:
-        """asyncnsq compatibility: wait until every delivered message is answered."""
-        return await self.tracker.wait_empty(timeout)
 
     # ------------------------------------------------------------------ closing
 
@@ -710,20 +683,18 @@ class Reader:
 
     def _requeue(self, messages: Iterable[Message]) -> None:
         for msg in messages:
-            if not msg._responded:
+            if not msg.has_responded:
                 msg.req(0, backoff=False)
 
     def _requeue_in_flight(self) -> int:
         """REQ everything the connections still hold, even messages whose answer was given on
         another thread but has not reached the loop yet: closing must not strand them.
         Returns how many were requeued."""
-        flush = getattr(self._sink, "flush", None)
-        if flush is not None:
-            flush()  # apply answers already queued by threads first
+        self._sink.flush()  # apply answers already queued by threads first
         count = 0
         for conn, msg in self.tracker.items():
             count += 1
-            if not msg._responded:
+            if not msg.has_responded:
                 msg.req(0, backoff=False)
             else:  # answered elsewhere, not yet applied: the late answer will find nothing
                 conn.message_req(msg, 0, False)
@@ -771,8 +742,6 @@ class Reader:
             context=contextvars.Context(),  # nobody's own close: iterating tasks keep their time
         )
 
-    clean_close = graceful_close  # asyncnsq's name
-
     # ------------------------------------------------------------------ misc
 
     def _spawn_handler(self, coro: Coroutine[Any, Any, Any]) -> None:
@@ -799,14 +768,14 @@ class Reader:
             "topic": self.topic,
             "channel": self.channel,
             "state": self._state.value,
-            "received": self.received,
-            "finished": self.finished,
-            "requeued": self.requeued,
-            "given_up": self.given_up,
+            "received": self._received,
+            "finished": self._finished(),
+            "requeued": self._requeued,
+            "given_up": self._given_up,
             "in_flight": len(self.tracker),
             "lost_on_disconnect": self.tracker.lost,
-            "response_errors": self.response_errors,
-            "timed_out": self.timed_out,
+            "response_errors": self._response_errors,
+            "timed_out": self._timed_out,
             "queued": self._queued(),
             "connecting": len(self._nodes.connecting),
             "max_in_flight": flow.max_in_flight,
@@ -821,8 +790,7 @@ class Reader:
 
     def _queued(self) -> int:
         """Delivered and not yet handed to the application (in the queue, or in a sink)."""
-        size = getattr(self._sink, "__len__", None)
-        return int(size()) if size is not None else 0
+        return len(self._sink)
 
     def __repr__(self) -> str:
         return (

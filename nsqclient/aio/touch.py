@@ -103,7 +103,7 @@ class AutoTouch:
         for msg in self._messages():
             first = seen.get(msg, now)
             current[msg] = first
-            if not msg._responded and now - first < cap:
+            if not msg.has_responded and now - first < cap:
                 msg.touch()
         self._seen = current  # answered messages drop out
         self.arm(loop)

@@ -27,9 +27,8 @@ class MessageTracker:
         self._ledgers: dict[Connection, dict[bytes, Message]] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self._on_waiters_changed = on_waiters_changed
-        #: messages that were in flight on a connection when it died; nsqd redelivers them after
-        #: its msg_timeout, and answers to them are no longer possible
-        self.lost = 0
+        # messages that were in flight on a connection when it died (read through ``lost``)
+        self._lost = 0
 
     def attach(self, conn: Connection) -> None:
         """Track ``conn``'s in-flight ledger (the very dict the connection fills: no copy)."""
@@ -43,9 +42,15 @@ class MessageTracker:
             return []
         orphans = list(ledger.values())
         ledger.clear()
-        self.lost += len(orphans)
+        self._lost += len(orphans)
         self.notify()
         return orphans
+
+    @property
+    def lost(self) -> int:
+        """Messages that were in flight on a connection when it died: nsqd redelivers them after
+        its msg_timeout, and answers to them are no longer possible (``lost_on_disconnect``)."""
+        return self._lost
 
     def __len__(self) -> int:
         return sum(map(len, self._ledgers.values()))

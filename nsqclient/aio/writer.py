@@ -175,8 +175,6 @@ class Writer:
                 raise
             self._started = True
 
-    start = connect
-
     async def __aenter__(self) -> Writer:
         await self.connect()
         return self
@@ -473,7 +471,7 @@ class Writer:
                 )
                 for url in self._http_fallback
             ]
-        from ..http import HTTPConnectError
+        from ..errors import HTTPConnectError
 
         deadline = loop.time() + timeout
         clients = self._http_clients

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..aio import Writer
 from ..errors import HTTPTimeoutError
-from ..sync import SyncNsqdHTTPClient
+from ..http import SyncNsqdHTTPClient
 from .params import Params
 from .scenarios import mpub_with
 

@@ -1,6 +1,7 @@
 """Exceptions for the HTTP helpers; mapping httpx failures and nsqd error codes to them.
 
-Every failure of an HTTP call is an :class:`NSQHTTPError`, so one ``except`` covers a helper call.
+Every failure of an HTTP call is an :class:`~nsqclient.errors.HTTPError`, so one ``except`` covers
+a helper call.
 Transport failures also join the library's transport branch (``ConnectError``,
 ``NSQTimeoutError``) and protocol branch, so code already catching those, or ``ConnectionError`` /
 ``TimeoutError``, keeps working for HTTP too.
@@ -19,19 +20,8 @@ __all__ = [
     "HTTPError",
     "HTTPProtocolError",
     "HTTPTimeoutError",
-    "NSQHTTPConnectError",
-    "NSQHTTPError",
-    "NSQHTTPProtocolError",
-    "NSQHTTPTimeoutError",
     "error_from_transport",
 ]
-
-# The classes live in the library's error tree; the NSQHTTP* names are kept as aliases.
-NSQHTTPError = HTTPError
-NSQHTTPConnectError = HTTPConnectError
-NSQHTTPTimeoutError = HTTPTimeoutError
-NSQHTTPProtocolError = HTTPProtocolError
-
 
 def error_from_transport(exc: httpx.TransportError, url: str) -> HTTPError:
     """The typed error for an httpx failure that produced no response."""

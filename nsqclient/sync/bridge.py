@@ -27,7 +27,7 @@ import janus
 
 from ..aio.connection import ConnectionState
 from ..errors import ClosedError
-from ..message import Message
+from ..message import Message, reroute, responder_of
 from . import portal
 
 __all__ = ["Empty", "ResponseBatcher", "ThreadResponder", "ThreadSink", "is_live"]
@@ -127,9 +127,9 @@ class ThreadResponder:
 def is_live(msg: Message) -> bool:
     """Unanswered, and its connection is still up. A message whose connection died can no longer
     be answered (nsqd redelivers it), so it is not handed to the application."""
-    if msg._responded:
+    if msg.has_responded:
         return False
-    responder = msg._responder
+    responder = responder_of(msg)
     return not isinstance(responder, ThreadResponder) or responder.conn.state is not _CLOSED_STATE
 
 
@@ -156,19 +156,12 @@ class ThreadSink:
     def put(self, messages: list[Message]) -> None:
         if not messages:
             return
-        conn = messages[0]._responder
+        conn = responder_of(messages[0])
         responder = self._responders.get(conn)
         if responder is None:  # the Reader calls forget() when a connection dies
             responder = self._responders[conn] = ThreadResponder(conn, self._batcher)
-        for msg in messages:
-            if msg._responder is conn:
-                msg._responder = responder
-            else:  # batches normally come from one connection; be safe if not
-                other = msg._responder
-                resp = self._responders.get(other)
-                if resp is None:
-                    resp = self._responders[other] = ThreadResponder(other, self._batcher)
-                msg._responder = resp
+        # batches normally come from one connection; be safe if not
+        reroute(messages, conn, responder, self._responder_for)
         with self._count_lock:
             self._queued += len(messages)
         put = self._queue.async_q.put_nowait
@@ -179,6 +172,12 @@ class ThreadSink:
                 put(messages[start : start + size])
         else:
             put(messages)
+
+    def _responder_for(self, conn: Any) -> ThreadResponder:
+        resp = self._responders.get(conn)
+        if resp is None:
+            resp = self._responders[conn] = ThreadResponder(conn, self._batcher)
+        return resp
 
     def forget(self, conn: Any) -> None:
         """On the loop: ``conn`` died; drop its responder (its queued batches are dropped when
@@ -224,7 +223,7 @@ class ThreadSink:
                 raise ClosedError("the reader is closed") from None
             with self._count_lock:
                 self._queued -= len(batch)
-            responder = batch[0]._responder
+            responder = responder_of(batch[0])
             if not isinstance(responder, ThreadResponder) or responder.conn.state is not (
                 _CLOSED_STATE
             ):

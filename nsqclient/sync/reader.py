@@ -230,7 +230,7 @@ class SyncReader(FacadeLifecycle):
                 msg = local.popleft()
             except IndexError:
                 return
-            if not msg._responded:
+            if not msg.has_responded:
                 msg.req(0, backoff=False)
 
     def _live_workers(self) -> list[threading.Thread]:
@@ -260,7 +260,7 @@ class SyncReader(FacadeLifecycle):
                     msg = local.popleft()
                 except IndexError:
                     break
-                if not msg._responded and msg._responder.conn.state is not _CLOSED:  # type: ignore[union-attr]
+                if not msg.has_responded and msg._responder.conn.state is not _CLOSED:  # type: ignore[union-attr]
                     return msg
         waited = self.get()
         if waited is None:
@@ -429,7 +429,7 @@ class SyncReader(FacadeLifecycle):
                 msg = shared.popleft()
             except IndexError:
                 return
-            if not msg._responded:
+            if not msg.has_responded:
                 msg.req(0, backoff=False)
 
     def stop(self) -> None:

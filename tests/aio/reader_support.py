@@ -11,7 +11,8 @@ import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from nsqclient.aio import Message, NsqdHTTPClient, Reader
+from nsqclient.aio import Message, Reader
+from nsqclient.http import NsqdHTTPClient
 from nsqclient.testing.daemons import NsqdProcess
 
 from .conftest import DEADLINE, wait_for

@@ -22,14 +22,14 @@ import pytest
 
 from nsqclient.errors import (
     ConnectError,
+    HTTPConnectError,
+    HTTPError,
+    HTTPTimeoutError,
     InvalidArgumentError,
     InvalidInputError,
     MessageTooLargeError,
 )
 from nsqclient.http import (
-    HTTPConnectError,
-    HTTPError,
-    HTTPTimeoutError,
     LookupdHTTPClient,
     LookupResult,
     NsqdHTTPClient,

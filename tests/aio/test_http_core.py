@@ -22,6 +22,10 @@ from nsqclient.errors import (
     ConfigError,
     ConnectError,
     EmptyMessageError,
+    HTTPConnectError,
+    HTTPError,
+    HTTPProtocolError,
+    HTTPTimeoutError,
     InvalidArgumentError,
     InvalidBodyTypeError,
     InvalidChannelError,
@@ -32,11 +36,6 @@ from nsqclient.errors import (
     ProtocolError,
 )
 from nsqclient.http import (
-    ACCEPT,
-    HTTPConnectError,
-    HTTPError,
-    HTTPProtocolError,
-    HTTPTimeoutError,
     LookupdHTTPClient,
     LookupResult,
     Node,
@@ -44,9 +43,8 @@ from nsqclient.http import (
     Producer,
     SyncLookupdHTTPClient,
     SyncNsqdHTTPClient,
-    decode_response,
 )
-from nsqclient.http._core import NsqdCalls
+from nsqclient.http._core import ACCEPT, NsqdCalls, decode_response
 from nsqclient.protocol import commands
 
 pytestmark = pytest.mark.timeout(10)

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nsqclient.errors import ConfigError
-from nsqclient.http import HTTPConnectError, HTTPTimeoutError, NsqdHTTPClient, SyncNsqdHTTPClient
+from nsqclient.errors import ConfigError, HTTPConnectError, HTTPTimeoutError
+from nsqclient.http import NsqdHTTPClient, SyncNsqdHTTPClient
 from nsqclient.http import _wire as _wire_module
 from nsqclient.http._wire import ResponseParser, WireResponse, request_target
 from nsqclient.testing.certs import CertBundle

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from nsqclient.aio import Message, Reader, ReaderState, create_reader
+from nsqclient.aio import Message, Reader, ReaderState
+from nsqclient.compat import create_reader
 from nsqclient.errors import ConfigError
 from nsqclient.testing.daemons import NsqdProcess, NsqlookupdProcess
 

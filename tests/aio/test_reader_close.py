@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
-from nsqclient.aio import Connection, Message, Reader, ReaderState
+from nsqclient.aio import Message, Reader, ReaderState
+from nsqclient.aio.connection import Connection
 from nsqclient.errors import ClosedError
 from nsqclient.testing.daemons import NsqdProcess
 

@@ -11,7 +11,8 @@ import asyncio
 
 import pytest
 
-from nsqclient.aio import ConnectionState, Message
+from nsqclient.aio import Message
+from nsqclient.aio.connection import ConnectionState
 from nsqclient.testing.daemons import NsqdProcess
 
 from .conftest import DEADLINE, unique, wait_for

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from nsqclient.aio import Writer, create_writer
+from nsqclient.aio import Writer
 from nsqclient.aio.connection import Connection, ConnectionState
+from nsqclient.compat import create_writer
 from nsqclient.errors import (
     AuthRequiredError,
     BadMessageError,

@@ -188,7 +188,7 @@ def test_no_address_at_all_is_refused() -> None:
 
 async def test_create_writer_keeps_its_explicit_defaults() -> None:
     """asyncnsq's create_writer(host=..., port=...) names its defaults: still accepted."""
-    from nsqclient.aio import create_writer
+    from nsqclient.compat import create_writer
 
     port = free_port()
     writer = await create_writer(port=port, **FAST_RECONNECT)  # nothing listens: retried

@@ -18,7 +18,14 @@ import griffe
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PUBLIC_MODULES = ("nsqclient", "nsqclient.aio", "nsqclient.sync", "nsqclient.testing")
+PUBLIC_MODULES = (
+    "nsqclient",
+    "nsqclient.aio",
+    "nsqclient.sync",
+    "nsqclient.http",
+    "nsqclient.compat",
+    "nsqclient.testing",
+)
 
 # the names mkdocs.yml's `filters` hide from the reference: private ones (which include the
 # ConnectionOwner hooks the connections call on their Reader or Writer)
@@ -61,7 +68,8 @@ def test_every_documented_public_name_has_a_docstring() -> None:
         "nsqclient.aio.Writer.stats",
         "nsqclient.aio.Reader.graceful_close",
         "nsqclient.sync.SyncWriter.mpub_nowait",
-        "nsqclient.sync.SyncNsqdHTTPClient.unpause_topic",
+        "nsqclient.http.SyncNsqdHTTPClient.unpause_topic",
+        "nsqclient.compat.AsyncnsqReader.subscribe",
         "nsqclient.testing.NsqdServer.freeze",
         "nsqclient.testing.FaultProxy.drop_next_frame",
     ):

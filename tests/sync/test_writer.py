@@ -11,7 +11,8 @@ import tracemalloc
 import pytest
 
 from nsqclient.errors import ClosedError, MessageTooLargeError
-from nsqclient.sync import SyncNsqdHTTPClient, SyncReader, SyncWriter
+from nsqclient.http import SyncNsqdHTTPClient
+from nsqclient.sync import SyncReader, SyncWriter
 from nsqclient.testing.daemons import NsqdProcess, free_port
 
 from .support import DEADLINE, drain_bodies, frozen, message_count, unique, wait_for
