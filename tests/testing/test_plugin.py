@@ -157,10 +157,10 @@ def test_auto_without_binaries_is_embedded(tmp_path: Path) -> None:
     check(run_pytest(project, env, "-k", "published"), passed=1)
 
 
-def test_a_checkouts_binaries_are_found_from_the_folder_pytest_runs_in(tmp_path: Path) -> None:
-    """Run inside a checkout of nsqclient (a ``test_service/.bin`` in the folder or above), the
-    plugin finds its binaries without NSQ_BIN_DIR: found from the current folder, never from
-    where nsqclient is installed."""
+def test_a_checkouts_layout_is_not_searched(tmp_path: Path) -> None:
+    """The installed plugin knows no checkout's layout: a ``test_service/.bin`` above the folder
+    pytest runs in is not looked for (the repository's own conftest points NSQ_BIN_DIR at it),
+    so with nothing on NSQ_BIN_DIR or PATH the automatic choice is the embedded server."""
     checkout = tmp_path / "checkout"
     (checkout / "test_service").mkdir(parents=True)
     (checkout / "test_service" / ".bin").symlink_to(find_nsq_binary("nsqd").parent)
@@ -168,7 +168,7 @@ def test_a_checkouts_binaries_are_found_from_the_folder_pytest_runs_in(tmp_path:
     empty = tmp_path / "empty"
     empty.mkdir()
     env = user_env(
-        EXPECTED_BACKEND="real", PATH=f"{empty}{os.pathsep}{Path(sys.executable).parent}"
+        EXPECTED_BACKEND="embedded", PATH=f"{empty}{os.pathsep}{Path(sys.executable).parent}"
     )
     check(run_pytest(project, env, "-k", "published"), passed=1)
 
