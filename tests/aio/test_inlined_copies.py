@@ -1,0 +1,48 @@
+"""The deliberate inlined copies stay equal to the code they copy (a fix in one reaches both).
+
+``Connection.request`` is ``Connection.request_to`` with a future made and returned, inlined
+because it is the PUB hot path (no extra call per publish). Compared as syntax trees, so
+comments and docstrings may differ, statements may not.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+
+import pytest
+
+from nsqclient.aio.connection import Connection
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def _body(func: object) -> list[ast.stmt]:
+    tree = ast.parse(textwrap.dedent(inspect.getsource(func)))  # type: ignore[arg-type]
+    fn = tree.body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    return body
+
+
+class _Rename(ast.NodeTransformer):
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        if node.id == "fut":
+            node.id = "waiter"
+        return node
+
+
+def test_request_is_request_to_with_a_future() -> None:
+    request = _body(Connection.request)
+    made = [s for s in request if isinstance(s, ast.AnnAssign) and ast.unparse(s.target) == "fut"]
+    returned = [s for s in request if isinstance(s, ast.Return)]
+    assert len(made) == 1 and [ast.unparse(s) for s in returned] == ["return fut"]
+    shared = [_Rename().visit(s) for s in request if s not in made and s not in returned]
+    expected = _body(Connection.request_to)
+    assert [ast.dump(s) for s in shared] == [ast.dump(s) for s in expected], (
+        "Connection.request and Connection.request_to differ beyond the future: "
+        "apply the same change to both"
+    )
