@@ -1,4 +1,8 @@
-"""One TCP connection to one nsqd: setup, the read path, coalesced writes, replies, liveness.
+"""One TCP connection to one nsqd: the read path, coalesced writes, replies, liveness.
+
+The handshake is carried out by :mod:`nsqclient.aio.handshake` (``connect()`` hands it every
+chunk read until it is done); when the connection is dead is decided by
+:mod:`nsqclient.flow.liveness`, without I/O.
 
 The connection is an ``asyncio.Protocol`` feeding :class:`~nsqclient.protocol.FrameDecoder`
 directly from ``data_received``, so a chunk of N message frames costs one decoder call and one
@@ -20,9 +24,11 @@ oldest pending request is past its deadline and nothing was answered for ``publi
 longer than ``write_timeout``. It also fails pending requests whose deadline passed, so no
 per-request timer is ever created. The read path only records a timestamp.
 
-(Longer than most modules: the handshake, the read path, write coalescing and the timer share
-the transport, the decoder and the pending-reply FIFO, and the read and write paths are the
-per-message hot paths; one class keeps each step one attribute away, with no hop per message.)
+(Longer than most modules, about 930 lines: the read path, reply matching, write coalescing
+and the liveness timer share the transport, the decoder and the pending-reply FIFO, and the read
+and write paths are the per-message hot paths. One class keeps each step one attribute away,
+with no hop per frame or per command; what could leave without one, the handshake and the
+liveness decision, has.)
 """
 
 from __future__ import annotations
