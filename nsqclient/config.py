@@ -17,6 +17,7 @@ import dataclasses
 import difflib
 import functools
 import os
+from dataclasses import field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -50,41 +51,35 @@ def default_user_agent() -> str:
     return f"nsqclient/{__version__}"
 
 
-# name -> (min, max) in milliseconds, inclusive; None means unbounded on that side.
-_DURATION_BOUNDS: dict[str, tuple[float | None, float | None]] = {
-    "dial_timeout": (1, None),
-    "read_timeout": (100, 300_000),
-    "write_timeout": (100, 300_000),
-    "lookupd_poll_interval": (1_000, 300_000),
-    "lookupd_poll_timeout": (1, None),
-    "default_requeue_delay": (0, 3_600_000),
-    "max_requeue_delay": (0, 3_600_000),
-    "backoff_multiplier": (0, 3_600_000),
-    "max_backoff_duration": (0, 3_600_000),
-    "low_rdy_idle_timeout": (1_000, 300_000),
-    "low_rdy_timeout": (1_000, 300_000),
-    "rdy_redistribute_interval": (1, 5_000),
-    "reconnect_delay": (1, None),
-    "max_reconnect_delay": (1, None),
-    "publish_timeout": (1, None),
-    "close_timeout": (0, None),
-}
+@dataclasses.dataclass(frozen=True, slots=True)
+class Option:
+    """How one Config field is checked, declared beside its default and its docstring.
 
-# name -> the smallest value (ms) that is plausible: a positive value below it is far more likely
-# seconds (pynsq's unit, and go-nsq's "1s" read as a number) than milliseconds, so it is refused
-# with the value a thousand times larger as the hint. A timedelta is explicit and never doubted.
-_SECONDS_LIKELY_BELOW: dict[str, float] = {
-    "dial_timeout": 100,
-    "publish_timeout": 100,
-    "close_timeout": 100,
-    "lookupd_poll_timeout": 100,
-    "reconnect_delay": 10,
-    "max_reconnect_delay": 10,
-    "max_backoff_duration": 1_000,
-    # pynsq's requeue_delay is 90 (seconds) and its cap 900: either, read as ms, is a retry storm
-    "default_requeue_delay": 1_000,
-    "max_requeue_delay": 1_000,
-}
+    ``unit="ms"``: a duration (an int or float of milliseconds, or a ``timedelta``, stored as
+    milliseconds); ``"bytes"``: a size. ``lo``/``hi``: the inclusive range (None: unbounded;
+    IDENTIFY fields leave their ranges to :class:`~nsqclient.protocol.identify.IdentifyOptions`,
+    which checks nsqd's). ``seconds_below``: a positive value under it is refused as probable
+    seconds (pynsq's unit, go-nsq's "1s" read as a number), with the value a thousand times
+    larger as the hint; a timedelta is explicit and never doubted. ``kind``: the type a
+    non-duration field must have (``bool`` or ``int``; None: checked by hand or not at all).
+    """
+
+    unit: str | None = None
+    lo: float | None = None
+    hi: float | None = None
+    seconds_below: float | None = None
+    kind: type | None = None
+
+
+def _opt(**spec: Any) -> dict[str, Option]:
+    """A field's metadata: its :class:`Option`."""
+    return {"option": Option(**spec)}
+
+
+def _ms(lo: float | None = None, hi: float | None = None, **spec: Any) -> dict[str, Option]:
+    """A duration field's metadata (milliseconds, within ``lo..hi``)."""
+    return _opt(unit="ms", lo=lo, hi=hi, **spec)
+
 
 # Other clients' option names (pynsq's, go-nsq's) -> what to write here; checked before the
 # spelling suggestion, which would point a port at the wrong option (requeue_delay is closest
@@ -110,9 +105,6 @@ _TLS_OPTIONS = (
     "tls_min_version",
     "tls_context",
 )
-
-# IDENTIFY durations: ranges are nsqd's and checked by IdentifyOptions; here only the type.
-_WIRE_DURATIONS = ("heartbeat_interval", "output_buffer_timeout", "msg_timeout")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -159,32 +151,32 @@ class Config:
     """Shown in nsqd's ``/stats``; default: the full host name."""
     user_agent: str | None = None
     """Shown in nsqd's ``/stats``; default: ``nsqclient/<version>``."""
-    feature_negotiation: bool = True
+    feature_negotiation: bool = field(default=True, metadata=_opt(kind=bool))
     """Ask for nsqd's JSON IDENTIFY reply. Needed for TLS, compression and AUTH, and to learn
     nsqd's ``max_rdy_count`` and ``msg_timeout``; turn off only for very old servers."""
-    heartbeat_interval: Duration = 30_000
+    heartbeat_interval: Duration = field(default=30_000, metadata=_ms())
     """How often nsqd sends a heartbeat; two missed ones mark the connection dead. Shorter finds a
     dead link sooner at the cost of more idle traffic. ``-1`` disables them (Writers only: nsqd
     refuses SUB without heartbeats), ``0`` takes nsqd's default."""
-    output_buffer_size: int = 0
+    output_buffer_size: int = field(default=0, metadata=_opt(unit="bytes", kind=int))
     """Bytes nsqd buffers before writing deliveries to this client (``0``: nsqd's own, 16 KiB;
     ``-1``: unbuffered, every delivery written at once: sub-millisecond latency at low rates, one
     system call per message on both sides under load)."""
-    output_buffer_timeout: Duration = 25
+    output_buffer_timeout: Duration = field(default=25, metadata=_ms())
     """Longest time nsqd holds buffered deliveries while the client has RDY to spare (``0``:
     nsqd's own, 250 ms; ``-1``: no timed flush). At low rates this, not the network, is the
     latency: 25 (nsqd's minimum) measured p50 13 ms and p99 25 ms where 250 gave 127 ms and
     248 ms; under load the 16 KiB buffer fills first, so drains stay as fast (BENCHMARKS.md,
     latency). nsqd refuses values below its ``--min-output-buffer-timeout`` (25 ms)."""
-    sample_rate: int = 0
+    sample_rate: int = field(default=0, metadata=_opt(kind=int))
     """Percent of the channel's messages nsqd delivers to this client (``0``: all of them)."""
-    msg_timeout: Duration = 0
+    msg_timeout: Duration = field(default=0, metadata=_ms())
     """How long a delivered message may stay unanswered before nsqd redelivers it (``0``: nsqd's
     ``--msg-timeout``, 60 s by default). Longer suits slow handlers; a crashed consumer's
     messages then wait longer before anyone else gets them."""
 
     # -- TLS, compression, auth --
-    tls_v1: bool = False
+    tls_v1: bool = field(default=False, metadata=_opt(kind=bool))
     """Negotiate TLS. The certificate and host name are verified (system CAs unless
     ``tls_ca_file``); nsqd must be started with ``--tls-cert``/``--tls-key``."""
     tls_ca_file: str | None = None
@@ -193,7 +185,7 @@ class Config:
     """Client certificate (PEM) for nsqd's ``--tls-client-auth-policy``; needs ``tls_key_file``."""
     tls_key_file: str | None = None
     """Private key (PEM) of ``tls_cert_file``."""
-    tls_insecure_skip_verify: bool = False
+    tls_insecure_skip_verify: bool = field(default=False, metadata=_opt(kind=bool))
     """Accept any certificate. Development only: it defeats TLS against an active attacker."""
     tls_server_hostname: str | None = None
     """The name to verify nsqd's certificate against, when it is not the address's host."""
@@ -201,81 +193,88 @@ class Config:
     """Lowest TLS version accepted, e.g. ``"TLSv1.2"`` or ``"TLSv1.3"`` (default: Python's)."""
     tls_context: ssl.SSLContext | None = None
     """A ready ``ssl.SSLContext``, for anything the options above do not cover."""
-    snappy: bool = False
+    snappy: bool = field(default=False, metadata=_opt(kind=bool))
     """Snappy-compress the connection: cheap on CPU, good for text and JSON bodies."""
-    deflate: bool = False
+    deflate: bool = field(default=False, metadata=_opt(kind=bool))
     """Deflate-compress the connection: smaller than snappy, more CPU. Not with ``snappy``."""
-    deflate_level: int = 6
+    deflate_level: int = field(default=6, metadata=_opt(kind=int))
     """Deflate level, 1 (fast) to 9 (small); ``0`` takes nsqd's default (6)."""
     auth_secret: str | bytes | None = None
     """Sent with AUTH when nsqd has ``--auth-http-address``; use TLS too, or it crosses in clear."""
 
     # -- transport --
-    dial_timeout: Duration = 1_000
+    dial_timeout: Duration = field(default=1_000, metadata=_ms(1, None, seconds_below=100))
     """Time allowed for the TCP connect (and the TLS handshake) to one nsqd. Values below 100 are
     refused as probable seconds."""
-    read_timeout: Duration = 60_000
+    read_timeout: Duration = field(default=60_000, metadata=_ms(100, 300_000))
     """Time allowed for a reply to a command (IDENTIFY, SUB, AUTH, CLS) and, with heartbeats off,
     the read deadline of a connection."""
-    write_timeout: Duration = 1_000
+    write_timeout: Duration = field(default=1_000, metadata=_ms(100, 300_000))
     """How long nsqd may read nothing of what this client sends before the connection is closed
     as stuck."""
-    reconnect_delay: Duration = 500
+    reconnect_delay: Duration = field(default=500, metadata=_ms(1, None, seconds_below=10))
     """First delay before reconnecting to an nsqd that went away; doubles (jittered) after each
     failure, up to ``max_reconnect_delay``. While publishes wait for a connection, a Writer dials
     at once and then at most once per this delay."""
-    max_reconnect_delay: Duration = 2_000
+    max_reconnect_delay: Duration = field(default=2_000, metadata=_ms(1, None, seconds_below=10))
     """Cap of the reconnect delay: a Reader finds a restarted nsqd within about this long. Lower
     finds it sooner, with more attempts while nsqd stays down."""
 
     # -- sizes (bytes); match your nsqd's --max-msg-size / --max-body-size --
-    max_msg_size: int = 1_048_576
+    max_msg_size: int = field(default=1_048_576, metadata=_opt(unit="bytes", lo=1, kind=int))
     """Largest message body published; larger ones raise ``MessageTooLargeError`` before anything
     is sent. Set it to nsqd's ``--max-msg-size`` (a Writer also learns it from nsqd's refusal)."""
-    max_body_size: int = 5_242_880
+    max_body_size: int = field(default=5_242_880, metadata=_opt(unit="bytes", lo=1, kind=int))
     """Largest MPUB body (all messages plus framing); set it to nsqd's ``--max-body-size``."""
-    max_frame_size: int | None = None
+    max_frame_size: int | None = field(default=None, metadata=_opt(unit="bytes", lo=64, kind=int))
     """Largest frame accepted from nsqd before the connection is closed as broken (default: the
     larger of the two sizes above plus 64)."""
 
     # -- consumer --
-    max_in_flight: int = 1
+    max_in_flight: int = field(default=1, metadata=_opt(lo=0, kind=int))
     """Messages a Reader may hold unanswered at once, **across all nsqd**: the RDY budget.
     Higher means more throughput and more messages redelivered if the process dies. ``0``
     starts the Reader paused (subscribed, RDY 0: nothing is delivered, a WARNING says so) until
     ``set_max_in_flight(n)``."""
-    max_attempts: int = 5
+    max_attempts: int = field(default=5, metadata=_opt(lo=0, hi=65_535, kind=int))
     """Deliveries after which a message is given up: FIN'd and handed to ``on_giving_up``
     (``0``: never give up). Lower stops poison messages sooner."""
-    lookupd_poll_interval: Duration = 60_000
+    lookupd_poll_interval: Duration = field(default=60_000, metadata=_ms(1_000, 300_000))
     """How often a Reader or Writer asks nsqlookupd which nsqd carry the topic. Shorter finds new
     nsqd sooner, with more queries."""
     lookupd_poll_jitter: float = 0.3
     """Fraction of the poll interval added at random, so many consumers do not poll in step."""
-    lookupd_poll_timeout: Duration = 60_000
+    lookupd_poll_timeout: Duration = field(default=60_000, metadata=_ms(1, None, seconds_below=100))
     """Time allowed for one lookupd HTTP query."""
-    default_requeue_delay: Duration = 90_000
+    # pynsq's requeue_delay is 90 (seconds) and its cap 900: either, read as ms, is a retry storm
+    default_requeue_delay: Duration = field(
+        default=90_000, metadata=_ms(0, 3_600_000, seconds_below=1_000)
+    )
     """REQ delay when a handler fails: this times the message's attempts, capped by
     ``max_requeue_delay``. Longer gives a failing dependency time to recover. Values below 1000
     are refused as probable seconds (pynsq's unit); pass a ``timedelta`` for less."""
-    max_requeue_delay: Duration = 900_000
+    max_requeue_delay: Duration = field(
+        default=900_000, metadata=_ms(0, 3_600_000, seconds_below=1_000)
+    )
     """Cap of the automatic REQ delay (nsqd refuses more than its ``--max-req-timeout``).
     Values below 1000 are refused as probable seconds; pass a ``timedelta`` for less."""
     backoff_strategy: BackoffStrategy = "exponential"
     """How backoff windows grow: ``"exponential"`` (multiplier * 2^level) or ``"full_jitter"``
     (a random window up to that)."""
-    backoff_multiplier: Duration = 1_000
+    backoff_multiplier: Duration = field(default=1_000, metadata=_ms(0, 3_600_000))
     """Unit of the backoff window after handler failures (``0`` disables backoff)."""
-    max_backoff_duration: Duration = 120_000
+    max_backoff_duration: Duration = field(
+        default=120_000, metadata=_ms(0, 3_600_000, seconds_below=1_000)
+    )
     """Longest backoff window (``0`` disables backoff). Longer protects a struggling dependency,
     at the cost of a slower recovery."""
-    low_rdy_idle_timeout: Duration = 10_000
+    low_rdy_idle_timeout: Duration = field(default=10_000, metadata=_ms(1_000, 300_000))
     """With more nsqd than ``max_in_flight``: a connection idle this long gives its RDY up to
     one that waits."""
-    low_rdy_timeout: Duration = 30_000
+    low_rdy_timeout: Duration = field(default=30_000, metadata=_ms(1_000, 300_000))
     """With more nsqd than ``max_in_flight``: a connection holding RDY this long gives it up even
     when busy, so no nsqd starves."""
-    rdy_redistribute_interval: Duration = 5_000
+    rdy_redistribute_interval: Duration = field(default=5_000, metadata=_ms(1, 5_000))
     """How often RDY is moved between connections in that case (``rdy_strategy="even"``, and
     the backoff test message with either strategy)."""
     rdy_strategy: RdyStrategy = "adaptive"
@@ -284,59 +283,40 @@ class Config:
     nsqd is noticed one output buffer timeout plus two round trips after it falls silent
     (docs/concepts.md). ``"even"``: go-nsq's ``max_in_flight // connections`` each, RDY-1
     turns every ``rdy_redistribute_interval`` when there are more nsqd than ``max_in_flight``."""
-    close_timeout: Duration = 30_000
+    close_timeout: Duration = field(default=30_000, metadata=_ms(0, None, seconds_below=100))
     """Default of ``graceful_close()``: how long running handlers get to finish (Reader) or
     outstanding publishes to be acknowledged (Writer) before the rest is requeued or fails."""
 
     # -- producer --
-    publish_timeout: Duration = 10_000
+    publish_timeout: Duration = field(default=10_000, metadata=_ms(1, None, seconds_below=100))
     """Longest time a publish may take from the call to nsqd's acknowledgement, waiting for a
     connection included; then it raises. Values below 100 are refused as probable seconds."""
-    max_pending_publishes: int = 8_192
+    max_pending_publishes: int = field(default=8_192, metadata=_opt(lo=1, kind=int))
     """Publishes a Writer keeps unacknowledged before callers wait (backpressure). Higher absorbs
     bursts; lower bounds memory and what is in doubt when a connection drops."""
 
     def __post_init__(self) -> None:
-        for name, least in _SECONDS_LIKELY_BELOW.items():
+        for name, opt in _SECONDS_LIKELY:  # first: "did you mean seconds" beats "out of range"
             value = getattr(self, name)
             explicit = isinstance(value, timedelta | bool) or not isinstance(value, int | float)
-            if not explicit and 0 < value < least:
+            if not explicit and 0 < value < opt.seconds_below:
                 raise ConfigError(
                     f"{name}={value!r} looks like seconds, but durations are milliseconds: "
                     f"did you mean {name}={value * 1000:g}? (or pass a datetime.timedelta)"
                 )
-        for name in (*_DURATION_BOUNDS, *_WIRE_DURATIONS):
+        for name in _DURATION_NAMES:
             object.__setattr__(self, name, _to_ms(name, getattr(self, name)))
-        for name, (lo, hi) in _DURATION_BOUNDS.items():
-            _check_range(name, getattr(self, name), lo, hi, unit=" ms")
-        for name in (
-            "feature_negotiation",
-            "tls_v1",
-            "tls_insecure_skip_verify",
-            "snappy",
-            "deflate",
-        ):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        for name in (
-            "output_buffer_size",
-            "sample_rate",
-            "deflate_level",
-            "max_msg_size",
-            "max_body_size",
-            "max_in_flight",
-            "max_attempts",
-            "max_pending_publishes",
-        ):
-            _check_int(name, getattr(self, name))
-        _check_range("max_in_flight", self.max_in_flight, 0, None)
-        _check_range("max_attempts", self.max_attempts, 0, 65_535)
-        _check_range("max_msg_size", self.max_msg_size, 1, None, unit=" bytes")
-        _check_range("max_body_size", self.max_body_size, 1, None, unit=" bytes")
-        _check_range("max_pending_publishes", self.max_pending_publishes, 1, None)
-        if self.max_frame_size is not None:
-            _check_int("max_frame_size", self.max_frame_size)
-            _check_range("max_frame_size", self.max_frame_size, 64, None, unit=" bytes")
+        for name, opt in _OPTIONS:
+            value = getattr(self, name)
+            if opt.kind is bool and not isinstance(value, bool):
+                raise ConfigError(f"{name} must be True or False, got {value!r}")
+            if opt.kind is int and value is not None:
+                _check_int(name, value)
+        for name, opt in _OPTIONS:
+            value = getattr(self, name)
+            if (opt.lo is not None or opt.hi is not None) and value is not None:
+                unit = f" {opt.unit}" if opt.unit is not None else ""
+                _check_range(name, value, opt.lo, opt.hi, unit=unit)
         if not 0 <= self.lookupd_poll_jitter <= 1:
             raise ConfigError(
                 f"lookupd_poll_jitter must be within 0..1, got {self.lookupd_poll_jitter!r}"
@@ -426,17 +406,21 @@ class Config:
         """Every duration option in seconds, for the asyncio layer's timers."""
         return Durations(**{name: float(getattr(self, name)) / 1000.0 for name in _DURATION_NAMES})
 
-    def ms(self, name: str) -> float:
-        """A duration option in milliseconds by name (kept for callers; prefer ``msec``)."""
-        return float(getattr(self, name))
-
-    def seconds(self, name: str) -> float:
-        """A duration option in seconds by name (kept for callers; prefer ``sec``)."""
-        return float(getattr(self, name)) / 1000.0
-
 
 _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Config))
-_DURATION_NAMES = tuple(f.name for f in dataclasses.fields(Durations))
+#: every field's declared checks, in field order
+_OPTIONS: tuple[tuple[str, Option], ...] = tuple(
+    (f.name, f.metadata["option"]) for f in dataclasses.fields(Config) if "option" in f.metadata
+)
+#: the duration options (milliseconds): Durations has one attribute for each (a test keeps it so)
+_DURATION_NAMES = tuple(name for name, opt in _OPTIONS if opt.unit == "ms")
+_SECONDS_LIKELY = tuple((name, opt) for name, opt in _OPTIONS if opt.seconds_below is not None)
+# Derived views, for the docs' option table: range-checked durations -> (min, max) in ms, and
+# the IDENTIFY durations whose ranges are nsqd's (checked by IdentifyOptions).
+_DURATION_BOUNDS = {
+    name: (opt.lo, opt.hi) for name, opt in _OPTIONS if opt.unit == "ms" and opt.lo is not None
+}
+_WIRE_DURATIONS = tuple(name for name in _DURATION_NAMES if name not in _DURATION_BOUNDS)
 
 
 def _to_ms(name: str, value: object) -> float | int:

@@ -84,8 +84,8 @@ def test_durations_cover_every_duration_option_in_both_units() -> None:
     assert config.sec.read_timeout == 2.0 and config.msec.read_timeout == 2_000.0
     assert config.sec.msg_timeout == 1.5 and config.msec.msg_timeout == 1_500.0
     for name in names:
-        assert getattr(config.msec, name) == config.ms(name)
-        assert getattr(config.sec, name) == config.seconds(name)
+        assert getattr(config.msec, name) == getattr(config, name)
+        assert getattr(config.sec, name) == getattr(config, name) / 1000
     assert config.replace(read_timeout=3_000).sec.read_timeout == 3.0
     assert config == Config(read_timeout=2_000, msg_timeout=1_500)  # the cache is not a field
 
@@ -110,3 +110,33 @@ def test_a_sync_reader_given_message_handler_says_to_use_run() -> None:
 
     with pytest.raises(ConfigError, match=r"reader.run\(handler\)"):
         SyncReader("t", "c", nsqd_tcp_addresses=["127.0.0.1:4150"], message_handler=print)
+
+
+def test_every_declared_bound_and_type_is_enforced_from_its_declaration() -> None:
+    """Each option is declared once (default, unit, bounds, doc on its field); validation reads
+    those declarations, so a bound declared is a bound enforced, and every default is valid."""
+    import dataclasses
+
+    from nsqclient.config import Option
+
+    Config()  # every declared default passes its own checks
+    declared = [(f.name, f.metadata["option"]) for f in dataclasses.fields(Config) if f.metadata]
+    assert declared, "no option declarations found"
+    for name, opt in declared:
+        assert isinstance(opt, Option)
+        if opt.lo is not None:
+            below = opt.lo - 1
+            with pytest.raises(ConfigError, match=f"{name}={below!r} is out of range"):
+                Config(**{name: below})
+        if opt.hi is not None:
+            with pytest.raises(ConfigError, match=f"{name}=.* is out of range"):
+                Config(**{name: opt.hi + 1})
+        if opt.kind is bool:
+            with pytest.raises(ConfigError, match=f"{name} must be True or False"):
+                Config(**{name: "yes"})
+        if opt.kind is int:
+            with pytest.raises(ConfigError, match=f"{name} must be an int"):
+                Config(**{name: 1.5})
+        if opt.seconds_below is not None:
+            with pytest.raises(ConfigError, match=f"{name}=0.5 looks like seconds"):
+                Config(**{name: 0.5})

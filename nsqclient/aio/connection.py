@@ -1,4 +1,8 @@
-"""One TCP connection to one nsqd: setup, the read path, coalesced writes, replies, liveness.
+"""One TCP connection to one nsqd: the read path, coalesced writes, replies, liveness.
+
+The handshake is carried out by :mod:`nsqclient.aio.handshake` (``connect()`` hands it every
+chunk read until it is done); when the connection is dead is decided by
+:mod:`nsqclient.flow.liveness`, without I/O.
 
 The connection is an ``asyncio.Protocol`` feeding :class:`~nsqclient.protocol.FrameDecoder`
 directly from ``data_received``, so a chunk of N message frames costs one decoder call and one
@@ -20,9 +24,11 @@ oldest pending request is past its deadline and nothing was answered for ``publi
 longer than ``write_timeout``. It also fails pending requests whose deadline passed, so no
 per-request timer is ever created. The read path only records a timestamp.
 
-(Longer than most modules: the handshake, the read path, write coalescing and the timer share
-the transport, the decoder and the pending-reply FIFO, and the read and write paths are the
-per-message hot paths; one class keeps each step one attribute away, with no hop per message.)
+(Longer than most modules, about 930 lines: the read path, reply matching, write coalescing
+and the liveness timer share the transport, the decoder and the pending-reply FIFO, and the read
+and write paths are the per-message hot paths. One class keeps each step one attribute away,
+with no hop per frame or per command; what could leave without one, the handshake and the
+liveness decision, has.)
 """
 
 from __future__ import annotations
@@ -40,33 +46,27 @@ from ..errors import (
     ClosedError,
     ConnectError,
     ConnectionClosedError,
-    FrameTooLargeError,
-    NSQError,
     NSQTimeoutError,
     ProtocolError,
     ResponseFailedError,
     ServerError,
-    TLSError,
-    WrongPortError,
 )
 from ..flow import liveness
 from ..flow.requeue import requeue_delay_ms
 from ..message import Message
 from ..protocol import commands
-from ..protocol.compression import Codec, DeflateCodec, SnappyCodec
+from ..protocol.compression import Codec
 from ..protocol.frames import (
     CLOSE_WAIT,
     HEARTBEAT,
-    HTTP_REPLY_SIZE,
     OK,
     ErrorFrame,
     Event,
     FrameDecoder,
     Response,
-    UntypedErrorReply,
 )
-from ..protocol.handshake import EnableCompression, Handshake, HandshakeDone, Send, StartTLS
 from ..protocol.identify import AuthResponse, IdentifyOptions, IdentifyResponse
+from .handshake import Setup, handshake_error
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -194,9 +194,8 @@ class Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._decoder = FrameDecoder(self, max_frame_size=config.frame_size_limit)
         self._codec: Codec | None = None
-        self._handshaking = True
-        self._hs_raw: list[bytes] = []
-        self._hs_waiter: asyncio.Future[None] | None = None
+        #: the handshake while it runs: it gets what is read until then (see connect())
+        self._setup: Setup | None = None
         self._wbuf: list[bytes] = []
         self._wrest: memoryview | None = None  # unsent rest of a big batch, written first
         self._flush_scheduled = False
@@ -243,9 +242,27 @@ class Connection(asyncio.Protocol):
                 "timed out" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
             )
             raise ConnectError(f"cannot connect: {reason}", address=self.address) from exc
+        setup = self._setup = Setup(self._decoder, self.address)
+        assert self._transport is not None
         try:
-            async with asyncio.timeout(self.config.sec.read_timeout):
-                await self._handshake()
+            try:
+                async with asyncio.timeout(self.config.sec.read_timeout):
+                    leftover = await setup.run(
+                        self._transport,
+                        self,
+                        options=self.identify_options,
+                        auth_secret=self.config.auth_secret_bytes,
+                        ssl_context=self.ssl_context,
+                        server_hostname=self.config.tls_server_hostname or self.host,
+                    )
+            finally:
+                self._transport = setup.transport or self._transport
+                self._codec = setup.codec
+            self.rtt = setup.rtt
+            self.identify_response = setup.identify
+            self.auth_response = setup.auth
+            self._setup = None
+            self._dispatch(leftover)
             if self.state is ConnectionState.CLOSED:
                 # nsqd answered the last handshake step and hung up in the same breath
                 raise ConnectError(
@@ -253,7 +270,7 @@ class Connection(asyncio.Protocol):
                 ) from self.close_exception
         except BaseException as exc:
             self.abort(exc if isinstance(exc, Exception) else None)
-            error = self._handshake_error(exc)
+            error = handshake_error(exc, self.address)
             if error is exc:
                 raise
             raise error from exc
@@ -261,102 +278,6 @@ class Connection(asyncio.Protocol):
         self._check()
         assert self.identify_response is not None
         return self.identify_response
-
-    def _handshake_error(self, exc: BaseException) -> BaseException:
-        """What ``connect()`` raises for a failure during the handshake."""
-        if isinstance(exc, FrameTooLargeError) and exc.size == HTTP_REPLY_SIZE:
-            return WrongPortError(
-                f"{self.address} answered in HTTP: it is an HTTP port (nsqd's is usually 4151, "
-                "nsqlookupd's 4161), not nsqd's TCP port (usually 4150); fix the address",
-                address=self.address,
-            )
-        if isinstance(exc, UntypedErrorReply):
-            return WrongPortError(
-                f"{self.address} answered {exc.text!r} with no frame type, as nsqlookupd's TCP "
-                "port (usually 4160) does: it is not nsqd. Give nsqd's TCP address (usually "
-                "4150) as nsqd_tcp_addresses, or nsqlookupd's HTTP address (usually 4161) as "
-                "lookupd_http_addresses",
-                address=self.address,
-            )
-        if isinstance(exc, NSQError) or not isinstance(exc, Exception):
-            return exc  # typed already (server errors, AuthRequiredError...), or cancellation
-        if isinstance(exc, TimeoutError):
-            return NSQTimeoutError("handshake timed out", address=self.address)
-        if isinstance(exc, ssl.SSLError | ssl.CertificateError):
-            return TLSError(f"TLS handshake failed: {exc}{_tls_hint(exc)}", address=self.address)
-        if isinstance(exc, ConnectionError | OSError):
-            return ConnectError(f"connection lost during handshake: {exc}", address=self.address)
-        return exc
-
-    async def _handshake(self) -> None:
-        loop = self._loop
-        assert loop is not None and self._transport is not None
-        hs = Handshake(
-            self.identify_options, auth_secret=self.config.auth_secret_bytes, address=self.address
-        )
-        self._transport.write(hs.start())
-        sent_at = loop.time()
-        while not hs.done:
-            event = await self._next_handshake_event()
-            if not self.rtt:
-                self.rtt = loop.time() - sent_at
-            for step in hs.receive(event):
-                if isinstance(step, Send):
-                    self._write_now(step.data)
-                elif isinstance(step, StartTLS):
-                    if self.ssl_context is None:
-                        raise TLSError("nsqd offered TLS but no SSL context", address=self.address)
-                    hostname = self.config.tls_server_hostname or self.host
-                    new = await loop.start_tls(
-                        self._transport, self, self.ssl_context, server_hostname=hostname
-                    )
-                    if new is None:
-                        raise ConnectError("TLS upgrade failed", address=self.address)
-                    self._transport = new
-                elif isinstance(step, EnableCompression):
-                    self._codec = (
-                        SnappyCodec() if step.kind == "snappy" else DeflateCodec(step.level)
-                    )
-                    # bytes already read past the IDENTIFY reply belong to the compressed stream
-                    rest = self._decoder.take_unparsed()
-                    if rest:
-                        self._hs_raw.insert(0, rest)
-                elif isinstance(step, HandshakeDone):
-                    self.identify_response = step.identify
-                    self.auth_response = step.auth
-        self._handshaking = False
-        leftover = b"".join(self._hs_raw)
-        self._hs_raw.clear()
-        if self._codec is not None and leftover:
-            leftover = self._codec.decompress(leftover)
-        self._dispatch(self._decoder.feed(leftover))
-
-    async def _next_handshake_event(self) -> Event:
-        assert self._loop is not None
-        while True:
-            if self._hs_raw:
-                data = b"".join(self._hs_raw)
-                self._hs_raw.clear()
-                if self._codec is not None:
-                    data = self._codec.decompress(data)
-                event = self._decoder.next_event(data)
-            else:
-                event = self._decoder.next_event()
-            if event is not None:
-                return event
-            if self.state is ConnectionState.CLOSED:
-                cause = self.close_exception
-                if isinstance(cause, ssl.SSLError):
-                    # nsqd refused the TLS session (e.g. no or an untrusted client certificate)
-                    raise TLSError(
-                        f"nsqd closed the connection during TLS: {cause}{_tls_hint(cause)}",
-                        address=self.address,
-                    ) from cause
-                raise ConnectError(
-                    "nsqd closed the connection during the handshake", address=self.address
-                ) from cause
-            self._hs_waiter = self._loop.create_future()
-            await self._hs_waiter
 
     # ------------------------------------------------------------------ asyncio.Protocol
 
@@ -371,12 +292,10 @@ class Connection(asyncio.Protocol):
 
         A protocol error from nsqd's bytes aborts the connection (pending requests fail with it).
         """
-        if self._handshaking:
+        setup = self._setup
+        if setup is not None:
             self._last_read = self._loop.time()  # type: ignore[union-attr]
-            self._hs_raw.append(data)
-            waiter = self._hs_waiter
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
+            setup.feed(data)
             return
         try:
             if self._codec is not None:
@@ -530,14 +449,16 @@ class Connection(asyncio.Protocol):
         cause = self.close_exception
         if self._pending:
             self._fail_pending(cause)
-        for fut in (self._hs_waiter, self._close_wait, *self._drain_waiters):
+        if self._setup is not None:
+            self._setup.lost(cause)
+        for fut in (self._close_wait, *self._drain_waiters):
             if fut is not None and not fut.done():
                 fut.set_result(None)
         self._drain_waiters.clear()
         if self._closed_future is not None and not self._closed_future.done():
             self._closed_future.set_result(None)
         owner = self.owner
-        if owner is not None and not self._handshaking:
+        if owner is not None and self._setup is None:
             if not was_closing:
                 log.warning(
                     "connection to nsqd %s lost: %s",
@@ -632,11 +553,6 @@ class Connection(asyncio.Protocol):
         self._wrest = view[pos:] if pos < end else None
         return self._wrest is None
 
-    def _write_now(self, data: bytes) -> None:
-        """Write immediately, compressed if negotiated (handshake steps only)."""
-        assert self._transport is not None
-        self._transport.write(self._codec.compress(data) if self._codec is not None else data)
-
     def send(self, data: bytes) -> None:
         """Queue a command that gets no reply (RDY, FIN, REQ, TOUCH, NOP)."""
         if self.state is ConnectionState.CLOSED:
@@ -649,7 +565,8 @@ class Connection(asyncio.Protocol):
         The deadline (``timeout`` seconds) is enforced by the connection's liveness timer, which
         fails the future with NSQTimeoutError; a reply that comes later is consumed and dropped.
         """
-        # The publish hot path: request_to's body inlined, the future made without the loop's
+        # The publish hot path: request_to's body inlined (tests/aio/test_inlined_copies.py keeps
+        # the two equal), the future made without the loop's
         # create_future() hop (which returns this same asyncio.Future on asyncio's loops and on
         # uvloop; an asyncio.Future works on any loop)
         state = self.state
@@ -681,15 +598,18 @@ class Connection(asyncio.Protocol):
         return fut
 
     def request_to(self, waiter: ReplyWaiter, data: bytes, timeout: float | None = None) -> None:
-        """Like :meth:`request`, completing ``waiter`` (see :class:`ReplyWaiter`) directly."""
+        """Like :meth:`request`, completing ``waiter`` (see :class:`ReplyWaiter`) directly.
+
+        The same statements as :meth:`request` but for its future (a test keeps them equal).
+        """
         state = self.state
         if state is not _CONNECTED and state is not _SUBSCRIBED:
             raise ConnectionClosedError(f"connection is {state.value}", address=self.address)
         loop = self._loop
-        assert loop is not None
-        now = self._batch_now  # request()'s one clock read per write batch
+        pending = self._pending
+        now = self._batch_now
         if now is None:
-            now = self._batch_now = loop.time()
+            now = self._batch_now = loop.time()  # type: ignore[union-attr]
         if timeout is not None:
             deadline = now + timeout
             if deadline < self._next_deadline:
@@ -698,11 +618,13 @@ class Connection(asyncio.Protocol):
                     self._arm(deadline)
         else:
             deadline = _INF
-        pending = self._pending
         if not pending:
             self._waiting_since = now
         pending.append((waiter, deadline, data))
-        self._write(data)
+        self._wbuf.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)  # type: ignore[union-attr]
 
     @property
     def pending_requests(self) -> int:
@@ -848,49 +770,43 @@ class Connection(asyncio.Protocol):
         if when < _INF:
             self._wake = self._loop.call_at(when, self._check)  # type: ignore[union-attr]
 
-    def _watch(self) -> liveness.Watch:
-        pending = self._pending
-        return liveness.Watch(
-            last_read=self._last_read,
-            dead_after=self._dead_after,
-            heartbeats_off=self._heartbeats_off,
-            pending=len(pending),
-            buffered=self._decoder.buffered,
-            oldest_deadline=pending[0][1] if pending else _INF,
-            waiting_since=self._waiting_since,
-            stuck_after=self._stuck_after,
-            next_deadline=self._next_deadline,
-            write_paused_at=self._write_paused_at,
-            write_timeout=self.config.sec.write_timeout,
-        )
-
     def _check(self) -> None:
-        """The liveness timer: act on what is overdue, then arm for the next thing due."""
+        """The liveness timer: act on what :func:`liveness.check` finds due, then re-arm."""
         self._wake = None
         self._wake_at = _INF
-        loop = self._loop
-        assert loop is not None
         if self.state is ConnectionState.CLOSED:
             return
-        now = loop.time()
-        if not self._pending:
-            # a stale deadline would stop request() from arming for an earlier one
-            self._next_deadline = _INF
-            if self._heartbeats_off and not self._decoder.buffered:
-                self._last_read = now  # no heartbeats and no reply awaited: silence is expected
-        paused = self._write_paused_at
-        if paused is not None:
-            transport = self._transport
-            size = transport.get_write_buffer_size() if transport is not None else 0
-            if size < self._paused_buffer_size:  # nsqd is reading, only slower than we write
-                self._paused_buffer_size = size
-                self._write_paused_at = now
-        watch = self._watch()
-        why = liveness.overdue(now, watch)
-        if why is not None:
-            self.abort(NSQTimeoutError(liveness.describe(why, now, watch), address=self.address))
+        now = self._loop.time()  # type: ignore[union-attr]
+        pending = self._pending
+        transport = self._transport
+        verdict = liveness.check(
+            now,
+            liveness.Watch(
+                last_read=self._last_read,
+                dead_after=self._dead_after,
+                heartbeats_off=self._heartbeats_off,
+                pending=len(pending),
+                buffered=self._decoder.buffered,
+                oldest_deadline=pending[0][1] if pending else _INF,
+                waiting_since=self._waiting_since,
+                stuck_after=self._stuck_after,
+                next_deadline=self._next_deadline,
+                write_paused_at=self._write_paused_at,
+                write_timeout=self.config.sec.write_timeout,
+                paused_size=self._paused_buffer_size,
+                buffer_size=transport.get_write_buffer_size() if transport is not None else 0,
+            ),
+        )
+        watch = verdict.watch
+        self._last_read = watch.last_read
+        self._next_deadline = watch.next_deadline
+        self._write_paused_at = watch.write_paused_at
+        self._paused_buffer_size = watch.paused_size
+        if verdict.dead is not None:
+            text = liveness.describe(verdict.dead, now, watch)
+            self.abort(NSQTimeoutError(text, address=self.address))
             return
-        if liveness.requests_expired(now, watch):
+        if verdict.expire:
             self._expire(now)
             watch = watch._replace(next_deadline=self._next_deadline)
         self._arm(liveness.next_wake(now, watch))
@@ -996,21 +912,6 @@ def _reply_after(frame: ErrorFrame, events: list[Event]) -> str | None:
         if isinstance(event, Response):
             return f"a response ({bytes(event.data[:40])!r})"
     return None
-
-
-def _tls_hint(exc: BaseException) -> str:
-    text = str(exc).upper()
-    if "CERTIFICATE_REQUIRED" in text or "UNKNOWN_CA" in text or "BAD_CERTIFICATE" in text:
-        return (
-            "; nsqd refused the client certificate: pass tls_cert_file/tls_key_file signed by "
-            "a CA that nsqd trusts (--tls-root-ca-file)"
-        )
-    if "CERTIFICATE_VERIFY_FAILED" in text or isinstance(exc, ssl.CertificateError):
-        return (
-            "; nsqd's certificate could not be verified: for a private CA pass "
-            "tls_ca_file=..., and check tls_server_hostname"
-        )
-    return ""
 
 
 async def close_all(conns: Iterable[Connection], timeout: float) -> None:

@@ -54,6 +54,47 @@ class Watch(NamedTuple):
     write_paused_at: float | None
     #: ``write_timeout``
     write_timeout: float
+    #: the transport's write buffer size when writes were paused (or last seen shrinking)
+    paused_size: int = 0
+    #: the transport's write buffer size now
+    buffer_size: int = 0
+
+
+class Verdict(NamedTuple):
+    """What to do at a wake-up: declare the connection dead, expire requests, or re-arm."""
+
+    #: why the connection is dead (then nothing else applies), None if it is alive
+    dead: Overdue | None
+    #: some pending request's deadline may have passed: fail those, recompute the earliest
+    expire: bool
+    #: the watch as it stands after the passage of time (write these fields back)
+    watch: Watch
+
+
+def settle(now: float, w: Watch) -> Watch:
+    """What the passage of time alone changes in ``w`` at ``now``, before deciding.
+
+    With nothing pending, a recorded deadline is stale (it would stop an earlier one from being
+    armed); with heartbeats off and nothing owed, silence is expected, so it restarts the silence
+    bound. A paused write buffer that shrank means nsqd reads, only slower than we write: the
+    write timeout restarts from now.
+    """
+    if not w.pending:
+        w = w._replace(next_deadline=INF)
+        if w.heartbeats_off and not w.buffered:
+            w = w._replace(last_read=now)
+    if w.write_paused_at is not None and w.buffer_size < w.paused_size:
+        w = w._replace(paused_size=w.buffer_size, write_paused_at=now)
+    return w
+
+
+def check(now: float, w: Watch) -> Verdict:
+    """The liveness timer's decision at ``now``: :func:`settle`, then :func:`overdue`, then
+    :func:`requests_expired`. After expiring, the caller arms :func:`next_wake` with the
+    recomputed ``next_deadline``."""
+    w = settle(now, w)
+    why = overdue(now, w)
+    return Verdict(why, why is None and requests_expired(now, w), w)
 
 
 def watching_silence(w: Watch) -> bool:

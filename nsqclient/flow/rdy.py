@@ -26,19 +26,12 @@ Invariants, after every call and after every prefix of the changes it returned (
   An increase the budget cannot cover yet is made in part and retried on the next answer or tick.
 
 Policies: ``"adaptive"`` (the Reader's default; the budget follows the messages, see
-:mod:`.follow`) and ``"even"``, go-nsq v1.1's (``per_conn = max_in_flight // num_conns``, at
-least 1; redistribution of RDY 1 when there are more connections than ``max_in_flight``). The
-backoff levels and windows are go-nsq's for both. Durations are seconds; ``now`` is monotonic.
+:mod:`.follow`) and ``"even"``, go-nsq v1.1's (see :mod:`.even`, with where it differs from
+go-nsq). The backoff levels and windows are go-nsq's for both. Durations are seconds; ``now`` is
+monotonic.
 
-Where the even policy and backoff differ from go-nsq v1.1, and why:
+Where backoff differs from go-nsq v1.1, and why:
 
-* Joins and leaves rebalance at once: existing connections above the new share are lowered before
-  the newcomer is raised, and a leaver's RDY is handed to the others immediately (go-nsq waits for
-  the next redistribution tick or a 5 s retry timer; the single deadline replaces those timers).
-* Redistribution hands RDY 1 to the connections that have waited longest without RDY (random among
-  equals) instead of uniformly at random, so no connection can starve: with k = max_in_flight and
-  idle connections, every connection gets a turn within ceil(n / k) intervals. The backoff "test"
-  connection is chosen the same way.
 * A NEUTRAL result (REQ without backoff) is a true no-op. go-nsq re-arms a backoff window at the
   same level for it, which stalls consumers that requeue without backoff as part of normal flow.
 * The level cap uses the strategy's upper bound, not a random draw, so full_jitter caps at the same
@@ -59,6 +52,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from .backoff import BackoffStrategy, ExponentialBackoff, FullJitterBackoff, Outcome
+from .even import longest_waiting, per_connection_share, rebalance, redistribute
 from .follow import ConnState, plan
 from .follow import _zero as _zero_in_flight
 
@@ -91,13 +85,6 @@ class RdyChange:
 
 
 _NO_CHANGES: tuple[RdyChange, ...] = ()
-
-
-def per_connection_share(max_in_flight: int, num_conns: int) -> int:
-    """go-nsq's ``int(min(max(1, max_in_flight / num_conns), max_in_flight))``, in integers."""
-    if max_in_flight <= 0 or num_conns <= 0:
-        return max(max_in_flight, 0)
-    return max(1, max_in_flight // num_conns)
 
 
 def _coalesce(out: list[RdyChange], before: dict[Hashable, int]) -> tuple[RdyChange, ...]:
@@ -459,7 +446,7 @@ class RdyController:
             if not eligible:
                 self._retry_later(now)
                 return
-        self._set(self._longest_waiting(eligible, now, ())[0], 1, now, out)
+        self._set(longest_waiting(eligible, now, (), self._ordered)[0], 1, now, out)
 
     # -- distribution --
 
@@ -476,64 +463,21 @@ class RdyController:
             self._decide(now, out)
             return
         conns = list(self._conns.values())
-        if not conns:
-            return
-        mif = self._max_in_flight
-        share = per_connection_share(mif, len(conns))
-        targets: dict[ConnState, int] = {}
-        if share * len(conns) <= mif:
-            for c in conns:
-                targets[c] = min(share, c.max_rdy)
-        else:  # fewer slots than connections: share is 1; holders keep theirs, the rest queue
-            holders = [c for c in conns if c.rdy > 0]
-            if len(holders) > mif:  # the budget shrank: the most recently served keep their slot
-                holders = self._ordered(holders, lambda c: -c.rdy_set_at)[:mif]
-            for c in conns:
-                targets[c] = 0
-            for c in holders:
-                targets[c] = 1
-            free = mif - len(holders)
-            if free > 0:
-                waiting = [c for c in conns if targets[c] == 0 and c.max_rdy > 0]
-                for c in self._longest_waiting(waiting, now, ())[:free]:
-                    targets[c] = 1
-        self._apply(targets, now, out)
+        if conns:
+            self._apply(rebalance(conns, self._max_in_flight, now, self._ordered), now, out)
 
     def _redistribute(self, now: float, out: list[RdyChange]) -> None:
-        """Take RDY from idle or long-served connections; give RDY 1 to those waiting longest."""
+        """The even policy's round: RDY 1 slots move from idle or long-served connections."""
         budget = self._max_in_flight if self._level == 0 else min(1, self._max_in_flight)
-        targets: dict[ConnState, int] = {}
-        used = 0
-        zeroed: list[ConnState] = []
-        for c in self._conns.values():
-            if c.rdy > 0:
-                if (
-                    now - c.last_msg > self._idle_timeout
-                    or now - c.rdy_set_at > self._low_rdy_timeout
-                ):
-                    targets[c] = 0
-                    zeroed.append(c)
-                else:
-                    used += c.rdy
-        available = budget - used
-        if available > 0:
-            waiting = [
-                c
-                for c in self._conns.values()
-                if c.max_rdy > 0 and (c.rdy == 0 or targets.get(c) == 0)
-            ]
-            for c in self._longest_waiting(waiting, now, zeroed)[:available]:
-                targets[c] = 1
+        targets = redistribute(
+            list(self._conns.values()),
+            budget,
+            now,
+            idle_timeout=self._idle_timeout,
+            low_rdy_timeout=self._low_rdy_timeout,
+            ordered=self._ordered,
+        )
         self._apply(targets, now, out)
-
-    def _longest_waiting(
-        self, conns: list[ConnState], now: float, zeroed: list[ConnState] | tuple[()]
-    ) -> list[ConnState]:
-        """``conns`` ordered by how long they have gone without RDY; ``zeroed`` count as now."""
-        if not zeroed:
-            return self._ordered(conns, lambda c: c.waiting_since)
-        just = set(zeroed)
-        return self._ordered(conns, lambda c: now if c in just else c.waiting_since)
 
     def _ordered(
         self, conns: list[ConnState], key: Callable[[ConnState], float]

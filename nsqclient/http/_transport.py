@@ -60,7 +60,11 @@ class _Base:
 
     def _client_options(self) -> dict[str, Any]:
         # trust_env=False: like go-nsq, never send nsqd traffic through an HTTP(S)_PROXY.
-        return {"verify": self._verify, "trust_env": False, "timeout": self.timeout}
+        # Plain http (every call goes to base_url, redirects are not followed) never uses TLS:
+        # verify=False spares httpx loading the CA bundle, most of a Reader's first lookupd query.
+        plain = self.base_url.startswith("http://")
+        verify = False if plain and self._verify is True else self._verify
+        return {"verify": verify, "trust_env": False, "timeout": self.timeout}
 
     def _check_open(self) -> None:
         if self._closed:

@@ -8,10 +8,12 @@ from nsqclient.flow.liveness import (
     INF,
     Overdue,
     Watch,
+    check,
     describe,
     next_wake,
     overdue,
     requests_expired,
+    settle,
 )
 
 pytestmark = pytest.mark.timeout(10)
@@ -103,3 +105,32 @@ def test_the_next_wake_is_never_in_the_past_while_nothing_is_due(now: float) -> 
     ):
         assert overdue(now, w) is None
         assert next_wake(now, w) > now
+
+
+def test_settle_drops_a_stale_deadline_and_restarts_expected_silence() -> None:
+    stale = IDLE._replace(next_deadline=50.0)
+    assert settle(200.0, stale).next_deadline == INF  # nothing pending: the deadline is stale
+    assert settle(200.0, stale).last_read == 100.0  # heartbeats on: silence still counts
+    off = IDLE._replace(heartbeats_off=True)
+    assert settle(200.0, off).last_read == 200.0  # nothing owed: silence is expected
+    assert settle(200.0, off._replace(buffered=4)).last_read == 100.0  # a partial frame is owed
+    owed = IDLE._replace(pending=1, next_deadline=150.0)
+    assert settle(200.0, owed) == owed
+
+
+def test_a_paused_write_that_drains_restarts_the_write_timeout_and_a_stalled_one_is_fatal() -> None:
+    paused = IDLE._replace(write_paused_at=100.0, paused_size=1000, buffer_size=1000)
+    assert check(100.5, paused).dead is None
+    stalled = check(101.5, paused)
+    assert stalled.dead is Overdue.WRITE and not stalled.expire
+    # nsqd read some of it: the bound restarts from now, at the smaller size
+    draining = check(101.5, paused._replace(buffer_size=400))
+    assert draining.dead is None
+    assert draining.watch.write_paused_at == 101.5 and draining.watch.paused_size == 400
+    assert next_wake(101.5, draining.watch) == 102.5
+
+
+def test_check_orders_death_before_expiry() -> None:
+    w = IDLE._replace(pending=1, oldest_deadline=105.0, waiting_since=100.0, next_deadline=105.0)
+    assert check(105.0, w)[:2] == (None, True)  # expire the request, the connection lives
+    assert check(110.0, w)[:2] == (Overdue.STUCK, False)  # dead: nothing else applies
