@@ -92,7 +92,7 @@ class SyncWriter(FacadeLifecycle):
 
         writer = Writer(_checked=self._checked)
         queue = PublishQueue(
-            self._max_queued, writer.publish_to, writer.wait_ready, writer.publish_done
+            self._max_queued, writer._publish_to, writer.wait_ready, writer._publish_done
         )
         return writer, queue
 
