@@ -44,7 +44,7 @@ from ..flow import (
     should_give_up,
 )
 from ..message import _DONE, Message
-from ..observability import _hook
+from ..observer import observer_for
 from ..protocol.names import validate_channel, validate_topic
 from ..stats import ReaderStats
 from .connection import Connection, ConnectionState, Pending
@@ -166,8 +166,7 @@ class Reader:
         self.given_up = 0
         self.response_errors = 0
         self.timed_out = 0  # FIN/REQ refused: nsqd had timed the message out and requeued it
-        if _hook.active is not None:  # observability.instrument(): before the handler
-            _hook.active.attach(self)
+        observer_for(self)  # instrument(): its factory instruments a Reader (before the handler)
         if message_handler is not None:
             self.set_message_handler(message_handler)
 

@@ -1,11 +1,15 @@
-"""Instrumented clients: each instrumented object gets a subclass of its own class mixed in.
+"""Instrumented clients: publishers get a :class:`PublishObserver`, readers a mixed-in subclass.
 
-``attach()`` swaps ``client.__class__`` for ``Instrumented<Class>`` (same name and behaviour,
-plus spans and recorded metrics around the public calls and the core's owner callbacks), so an
-object that is not instrumented runs the very code it ran before: zero cost when off. With it on:
+Writers and SyncWriters report through the declared :class:`nsqclient.observer.Observer`
+interface (the clients call it: one attribute check when off). Readers still get their class
+swapped for a subclass with the same name and behaviour plus spans around the handler and the
+core's owner callbacks (so a Reader that is not instrumented runs the very code it ran before).
+With it on:
 
 * Writer / SyncWriter: a PRODUCER span and one duration + sent-messages record per PUB, MPUB (one
-  per batch) and DPUB call, ended by nsqd's acknowledgement or the error.
+  per batch) and DPUB, whichever way it was published (``pub``/``mpub``/``dpub``,
+  ``publish_nowait``, the ``*_nowait`` calls, over the HTTP fallback or resent), ended by nsqd's
+  acknowledgement or the error.
 * Reader handler mode (``set_message_handler``, ``SyncReader.run``): a CONSUMER ``process`` span
   around each handler call, current while it runs (so the handler's own spans are its children),
   and the handler's duration.
@@ -26,8 +30,7 @@ from typing import Any
 from opentelemetry import context, trace
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
-from ..errors import InvalidInputError
-from ..protocol import commands
+from ..observer import Observer
 from ._envelope import extract_link
 from ._instrumentation import (
     Instrumentation,
@@ -39,23 +42,39 @@ from ._instrumentation import (
     server_attributes,
 )
 
-__all__ = ["attach"]
+__all__ = ["PublishObserver", "attach", "observe"]
 
 _SUBCLASSES: dict[type, type] = {}
 
 
 def attach(instr: Instrumentation, client: Any) -> None:
+    """Instrument a client that exists already (its observer attribute set here)."""
+    obs = observe(instr, client)
+    if obs is not None:
+        client._obs = obs
+
+
+def observe(instr: Instrumentation, client: Any) -> Observer | None:
+    """The observer for a new ``client`` (a Writer or SyncWriter); a Reader or SyncReader is
+    instrumented by its subclass instead (None). Idempotent."""
     from ..aio.reader import Reader
     from ..aio.writer import Writer
     from ..sync.reader import SyncReader
     from ..sync.writer import SyncWriter
 
     if getattr(client, "_nsq_instr", None) is not None:
-        return
+        return None
+    publishers: list[tuple[type, Any]] = [
+        (Writer, instr._writers),
+        (SyncWriter, instr._sync_writers),
+    ]
+    for kind, registry in publishers:
+        if isinstance(client, kind):
+            setattr(client, "_nsq_instr", instr)  # noqa: B010 (narrowed to object here)
+            registry.add(client)
+            return PublishObserver(instr, client)
     mixins: list[tuple[type, type, Any]] = [
-        (Writer, _WriterMixin, instr._writers),
         (Reader, _ReaderMixin, instr._readers),
-        (SyncWriter, _SyncWriterMixin, instr._sync_writers),
         (SyncReader, _SyncReaderMixin, instr._sync_readers),
     ]
     for base, mixin, registry in mixins:
@@ -63,7 +82,6 @@ def attach(instr: Instrumentation, client: Any) -> None:
             obj: Any = client
             obj._nsq_instr = instr
             obj._nsq_servers = {}
-            obj._nsq_labels = {}
             if mixin is _ReaderMixin:
                 obj._nsq_spans = {}
                 obj._nsq_handler_mode = False
@@ -76,7 +94,7 @@ def attach(instr: Instrumentation, client: Any) -> None:
                 sub.__qualname__ = cls.__qualname__
                 _SUBCLASSES[cls] = sub
             client.__class__ = sub
-            return
+            return None
     raise TypeError(f"cannot instrument {client!r}: not an nsqclient Reader or Writer")
 
 
@@ -145,8 +163,7 @@ class _Labels:
 _MAX_LABELS = 1000  # topics per client remembered (more: made per call)
 
 
-def _labels(client: Any, verb: str, topic: str) -> _Labels:
-    cache: dict[tuple[str, str], _Labels] = client._nsq_labels
+def _labels(cache: dict[tuple[str, str], _Labels], client: Any, verb: str, topic: str) -> _Labels:
     labels = cache.get((verb, topic))
     if labels is None:
         labels = _Labels(verb, topic, _server(client))
@@ -155,17 +172,26 @@ def _labels(client: Any, verb: str, topic: str) -> _Labels:
     return labels
 
 
-def _start_send(client: Any, verb: str, topic: str, count: int) -> _Send | None:
-    try:
-        return _Send(client._nsq_instr, _labels(client, verb, topic), count)
-    except Exception:
-        _report("publish span")
-        return None
+class PublishObserver(Observer):
+    """One Writer's or SyncWriter's publishes as spans and metrics (never raises)."""
 
+    __slots__ = ("_client", "_instr", "_labels")
 
-def _end_send(op: _Send | None, exc: BaseException | None) -> None:
-    if op is not None:
-        guarded("publish span", op.end, exc)
+    def __init__(self, instr: Instrumentation, client: Any) -> None:
+        self._instr = instr
+        self._client = client
+        self._labels: dict[tuple[str, str], _Labels] = {}
+
+    def publish_started(self, verb: str, topic: str, count: int) -> _Send | None:
+        try:
+            return _Send(self._instr, _labels(self._labels, self._client, verb, topic), count)
+        except Exception:
+            _report("publish span")
+            return None
+
+    def publish_settled(self, token: Any, error: BaseException | None) -> None:
+        if token is not None:
+            guarded("publish span", token.end, error)
 
 
 def _server(client: Any) -> dict[str, Any] | None:
@@ -186,118 +212,6 @@ def _server(client: Any) -> dict[str, Any] | None:
     if isinstance(addresses, str) and "," not in addresses:
         return server_attributes(addresses)
     return None
-
-
-def _batch(bodies: Any) -> tuple[Any, int]:
-    """The batch and its size; a batch the core refuses goes on as it is (count 0), so the
-    refusal is observed like any other failed publish."""
-    try:
-        items = commands.batch_bodies(bodies)
-    except InvalidInputError:
-        return bodies, 0
-    return items, len(items)
-
-
-class _WriterMixin:
-    async def pub(self, topic: str, body: Any, *, timeout: float | None = None) -> None:
-        op = _start_send(self, "pub", topic, 1)
-        try:
-            await super().pub(topic, body, timeout=timeout)  # type: ignore[misc]
-        except BaseException as exc:
-            _end_send(op, exc)
-            raise
-        _end_send(op, None)
-
-    async def mpub(self, topic: str, bodies: Any, *, timeout: float | None = None) -> None:
-        items, count = _batch(bodies)
-        op = _start_send(self, "mpub", topic, count)
-        try:
-            await super().mpub(topic, items, timeout=timeout)  # type: ignore[misc]
-        except BaseException as exc:
-            _end_send(op, exc)
-            raise
-        _end_send(op, None)
-
-    async def dpub(
-        self, topic: str, delay_ms: int, body: Any, *, timeout: float | None = None
-    ) -> None:
-        op = _start_send(self, "dpub", topic, 1)
-        try:
-            await super().dpub(topic, delay_ms, body, timeout=timeout)  # type: ignore[misc]
-        except BaseException as exc:
-            _end_send(op, exc)
-            raise
-        _end_send(op, None)
-
-
-def _future_done(op: _Send | None, future: Any) -> None:
-    if future.cancelled():
-        _end_send(op, _Cancelled())
-        return
-    exc = future.exception()
-    _end_send(op, exc)
-
-
-class _Cancelled(Exception):
-    """error.type for a ``pub_nowait`` future cancelled before it was sent."""
-
-
-class _SyncWriterMixin:
-    def pub(self, topic: str, body: Any, *, timeout: float | None = None) -> None:
-        op = _start_send(self, "pub", topic, 1)
-        try:
-            super().pub(topic, body, timeout=timeout)  # type: ignore[misc]
-        except BaseException as exc:
-            _end_send(op, exc)
-            raise
-        _end_send(op, None)
-
-    def mpub(self, topic: str, bodies: Any, *, timeout: float | None = None) -> None:
-        items, count = _batch(bodies)
-        op = _start_send(self, "mpub", topic, count)
-        try:
-            super().mpub(topic, items, timeout=timeout)  # type: ignore[misc]
-        except BaseException as exc:
-            _end_send(op, exc)
-            raise
-        _end_send(op, None)
-
-    def dpub(self, topic: str, delay_ms: int, body: Any, *, timeout: float | None = None) -> None:
-        op = _start_send(self, "dpub", topic, 1)
-        try:
-            super().dpub(topic, delay_ms, body, timeout=timeout)  # type: ignore[misc]
-        except BaseException as exc:
-            _end_send(op, exc)
-            raise
-        _end_send(op, None)
-
-    def _nowait(self, verb: str, topic: str, count: int, call: Callable[[], Any]) -> Any:
-        op = _start_send(self, verb, topic, count)
-        try:
-            future = call()
-        except BaseException as exc:
-            _end_send(op, exc)
-            raise
-        if op is not None:
-            future.add_done_callback(lambda f: _future_done(op, f))
-        return future
-
-    def pub_nowait(self, topic: str, body: Any, *, timeout: float | None = None) -> Any:
-        parent = super().pub_nowait  # type: ignore[misc]
-        return self._nowait("pub", topic, 1, lambda: parent(topic, body, timeout=timeout))
-
-    def mpub_nowait(self, topic: str, bodies: Any, *, timeout: float | None = None) -> Any:
-        items, count = _batch(bodies)
-        parent = super().mpub_nowait  # type: ignore[misc]
-        return self._nowait("mpub", topic, count, lambda: parent(topic, items, timeout=timeout))
-
-    def dpub_nowait(
-        self, topic: str, delay_ms: int, body: Any, *, timeout: float | None = None
-    ) -> Any:
-        parent = super().dpub_nowait  # type: ignore[misc]
-        return self._nowait(
-            "dpub", topic, 1, lambda: parent(topic, delay_ms, body, timeout=timeout)
-        )
 
 
 # ---------------------------------------------------------------------- consuming

@@ -30,7 +30,7 @@ from ..aio.signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
 from ..config import Config
 from ..errors import ClosedError, ConfigError, NSQError
 from ..message import Message
-from ..observability import _hook
+from ..observer import observer_for
 from . import portal
 from .bridge import Empty, ThreadSink, is_live
 from .lifecycle import FacadeLifecycle
@@ -97,8 +97,7 @@ class SyncReader(FacadeLifecycle):
         self._stopping_flag = False  # mirrors _stopping for the iteration fast path
         self._stop_signals: StopSignals | None = None
         self._init_lifecycle()
-        if _hook.active is not None:  # observability.instrument()
-            _hook.active.attach(self)
+        observer_for(self)  # instrument(): an installed factory instruments it
 
     def _bind(self, loop_thread: LoopThread) -> None:
         self._reader, self._sink = loop_thread.call(self._setup(loop_thread), _SETUP_TIMEOUT)
