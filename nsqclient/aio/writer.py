@@ -21,9 +21,10 @@ coroutine frame less per publish); a test pins the two equal.
 
 The connections themselves are the :class:`~.nodes.NodeSet`'s; what happens after nsqd refuses a
 publish (resending what it never ran, learning its size limits) is :mod:`.resend`'s; the HTTP
-fallback is :mod:`.fallback`'s. (A little over 500 lines: the publish paths, the wait for a slot
-or a connection and the close share one piece of state, the outstanding-publish count and its
-waiters.)
+fallback is :mod:`.fallback`'s. (About 700 lines, over the ~500 of the others: the five public
+doors with their documented contracts, the admission's waits for a slot or a connection and the
+close all read and change one piece of state, the outstanding-publish count and its waiters;
+split, each part would reach into the others' privates. The waits are the next candidate.)
 """
 
 from __future__ import annotations
