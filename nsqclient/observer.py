@@ -1,9 +1,10 @@
 """The observer interface: what the clients report, declared at the bottom of the house.
 
-The clients (the asyncio Writer and Reader, the sync facade) hold an observer in one attribute,
-None unless one was attached, and call it at the points below; an adapter (the OpenTelemetry one
-in :mod:`nsqclient.observability`) implements :class:`Observer`. Imports nothing of ``aio`` or
-``sync``, so those import it without a loop. Off costs one attribute check per event.
+The clients (the asyncio Writer, the SyncWriter; the Readers next) hold an observer in one
+attribute, None unless one was attached, and call it at the points below; an adapter (the
+OpenTelemetry one in :mod:`nsqclient.observability`) implements :class:`Observer`. Imports
+nothing of ``aio`` or ``sync``, so those import it without a loop. Off costs one attribute
+check per event.
 
 :func:`install` sets the factory that clients created from then on ask for their observer (each
 client gets its own, e.g. for per-client label caches); ``observe(client)`` returns None to leave
@@ -28,6 +29,10 @@ class Observer:
     SyncReader's ``run``) returns the callable to run instead; ``delivered`` and ``settled``
     bracket a message consumed by iteration (``async for``, sync ``get``/iteration) or any FIN/REQ;
     ``connection_lost`` comes before the in-flight messages of ``conn`` are forgotten.
+
+    (The publishing events are called by the Writer and SyncWriter today. The delivery events
+    are declared for the Reader, which the OpenTelemetry adapter still instruments with a
+    subclass: moving it onto these calls is the next step.)
     """
 
     __slots__ = ()
