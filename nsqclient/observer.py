@@ -1,6 +1,6 @@
 """The observer interface: what the clients report, declared at the bottom of the house.
 
-The clients (the asyncio Writer, the SyncWriter; the Readers next) hold an observer in one
+The clients (the asyncio Writer and Reader, the SyncWriter) hold an observer in one
 attribute, None unless one was attached, and call it at the points below; an adapter (the
 OpenTelemetry one in :mod:`nsqclient.observability`) implements :class:`Observer`. Imports
 nothing of ``aio`` or ``sync``, so those import it without a loop. Off costs one attribute
@@ -30,15 +30,17 @@ class Observer:
     bracket a message consumed by iteration (``async for``, sync ``get``/iteration) or any FIN/REQ;
     ``connection_lost`` comes before the in-flight messages of ``conn`` are forgotten.
 
-    (The publishing events are called by the Writer and SyncWriter today. The delivery events
-    are declared for the Reader, which the OpenTelemetry adapter still instruments with a
-    subclass: moving it onto these calls is the next step.)
+    The SyncReader's ``run`` reports through its core Reader's observer (its handler calls are
+    the handler style); its iteration is the core Reader's delivery and settles.
     """
 
     __slots__ = ()
 
-    #: the Reader must report every FIN to :meth:`settled` (a span per iterated message)
-    watch_settles = False
+    @property
+    def watch_settles(self) -> bool:
+        """The Reader must report every FIN to :meth:`settled` (e.g. a span per iterated
+        message); read when the Reader decides whether its connections report FINs."""
+        return False
 
     def publish_started(self, verb: str, topic: str, count: int) -> Any:
         return None

@@ -1,9 +1,7 @@
-"""Instrumented clients: publishers get a :class:`PublishObserver`, readers a mixed-in subclass.
+"""Instrumented clients: each gets an observer (:class:`nsqclient.observer.Observer`).
 
-Writers and SyncWriters report through the declared :class:`nsqclient.observer.Observer`
-interface (the clients call it: one attribute check when off). Readers still get their class
-swapped for a subclass with the same name and behaviour plus spans around the handler and the
-core's owner callbacks (so a Reader that is not instrumented runs the very code it ran before).
+The clients call their observer at each publish, delivery, handler call, settle and lost
+connection (one attribute check when off); nothing is subclassed or swapped at run time.
 With it on:
 
 * Writer / SyncWriter: a PRODUCER span and one duration + sent-messages record per PUB, MPUB (one
@@ -16,9 +14,6 @@ With it on:
 * Reader ``async for`` / SyncReader iteration: a CONSUMER ``process`` span per message from
   delivery to its FIN or REQ (not current: no code runs "inside" it).
 * Every REQ: a count by reason.
-
-(A little over 500 lines: the four mixins share the span and label helpers above them; apart they
-would each need the same private imports.)
 """
 
 from __future__ import annotations
@@ -42,9 +37,7 @@ from ._instrumentation import (
     server_attributes,
 )
 
-__all__ = ["PublishObserver", "attach", "observe"]
-
-_SUBCLASSES: dict[type, type] = {}
+__all__ = ["PublishObserver", "ReaderObserver", "attach", "observe"]
 
 
 def attach(instr: Instrumentation, client: Any) -> None:
@@ -55,8 +48,8 @@ def attach(instr: Instrumentation, client: Any) -> None:
 
 
 def observe(instr: Instrumentation, client: Any) -> Observer | None:
-    """The observer for a new ``client`` (a Writer or SyncWriter); a Reader or SyncReader is
-    instrumented by its subclass instead (None). Idempotent."""
+    """The observer for a new ``client``: a Writer's, SyncWriter's or Reader's; a SyncReader is
+    only registered for its metrics (its core Reader reports the events): None. Idempotent."""
     from ..aio.reader import Reader
     from ..aio.writer import Writer
     from ..sync.reader import SyncReader
@@ -73,28 +66,16 @@ def observe(instr: Instrumentation, client: Any) -> Observer | None:
             setattr(client, "_nsq_instr", instr)  # noqa: B010 (narrowed to object here)
             registry.add(client)
             return PublishObserver(instr, client)
-    mixins: list[tuple[type, type, Any]] = [
-        (Reader, _ReaderMixin, instr._readers),
-        (SyncReader, _SyncReaderMixin, instr._sync_readers),
-    ]
-    for base, mixin, registry in mixins:
-        if isinstance(client, base):
-            obj: Any = client
-            obj._nsq_instr = instr
-            obj._nsq_servers = {}
-            if mixin is _ReaderMixin:
-                obj._nsq_spans = {}
-                obj._nsq_handler_mode = False
-                obj._nsq_watch = obj.__dict__.pop("_watch_fin", False)
-            registry.add(client)
-            cls = type(client)
-            sub = _SUBCLASSES.get(cls)
-            if sub is None:
-                sub = type(cls.__name__, (mixin, cls), {"__module__": cls.__module__})
-                sub.__qualname__ = cls.__qualname__
-                _SUBCLASSES[cls] = sub
-            client.__class__ = sub
-            return None
+    if isinstance(client, Reader):
+        obj: Any = client
+        obj._nsq_instr = instr
+        obj._nsq_servers = {}
+        instr._readers.add(client)
+        return ReaderObserver(instr, client)
+    if isinstance(client, SyncReader):  # registered for its metrics; its core reports events
+        setattr(client, "_nsq_instr", instr)  # noqa: B010 (narrowed to object here)
+        instr._sync_readers.add(client)
+        return None
     raise TypeError(f"cannot instrument {client!r}: not an nsqclient Reader or Writer")
 
 
@@ -332,82 +313,70 @@ def wrap_handler(client: Any, handler: Callable[[Any], Any], is_async: bool) -> 
     return instrumented
 
 
-def _is_async(handler: Any) -> bool:
-    from ..aio.delivery import HandlerRunner
+class ReaderObserver(Observer):
+    """One core Reader: handler spans, delivery-to-settle spans, requeue reasons."""
 
-    try:
-        return HandlerRunner(handler).is_async
-    except TypeError:
-        return False
+    __slots__ = ("_client", "_handler_mode", "_instr", "_spans")
 
-
-class _ReaderMixin:
-    """The core Reader: handler spans, delivery-to-settle spans, requeue reasons."""
-
-    _nsq_instr: Instrumentation
-    _nsq_spans: dict[Any, Span]
-    _nsq_handler_mode: bool
-    _nsq_watch: bool
+    def __init__(self, instr: Instrumentation, client: Any) -> None:
+        self._instr = instr
+        self._client = client
+        self._spans: dict[Any, Span] = {}
+        self._handler_mode = False
 
     @property
-    def _watch_fin(self) -> bool:
-        # while tracing iterated messages, every FIN must reach _on_message_result (ends a span)
-        return self._nsq_watch or (self._nsq_instr.traces and not self._nsq_handler_mode)
+    def watch_settles(self) -> bool:
+        # while tracing iterated messages, every FIN must reach settled() (ends a span)
+        return self._instr.traces and not self._handler_mode
 
-    @_watch_fin.setter
-    def _watch_fin(self, value: bool) -> None:
-        self._nsq_watch = value
+    def wrap_handler(self, handler: Callable[[Any], Any], is_async: bool) -> Callable[[Any], Any]:
+        wrapped: Callable[[Any], Any] | None = guarded(
+            "wrap handler", wrap_handler, self._client, handler, is_async
+        )
+        return handler if wrapped is None else wrapped
 
-    def set_message_handler(self, handler: Any, **options: Any) -> None:
-        if callable(handler):
-            handler = wrap_handler(self, handler, _is_async(handler))
-        super().set_message_handler(handler, **options)  # type: ignore[misc]
-        self._nsq_handler_mode = True
+    def handler_mode(self, on: bool) -> None:
+        self._handler_mode = on
 
-    def clear_message_handler(self) -> None:
-        super().clear_message_handler()  # type: ignore[misc]
-        self._nsq_handler_mode = False
+    def delivered(self, messages: list[Any]) -> None:
+        if self._instr.traces and not self._handler_mode:
+            guarded("delivery spans", self._delivered, messages)
 
-    def _on_messages(self, conn: Any, messages: list[Any]) -> None:
-        if self._nsq_instr.traces and not self._nsq_handler_mode:
-            guarded("delivery spans", self._nsq_delivered, messages)
-        super()._on_messages(conn, messages)  # type: ignore[misc]
-
-    def _nsq_delivered(self, messages: list[Any]) -> None:
-        spans = self._nsq_spans
-        attrs = _process_attributes(self, None)
+    def _delivered(self, messages: list[Any]) -> None:
+        spans = self._spans
+        client = self._client
+        attrs = _process_attributes(client, None)
         for msg in messages:
-            spans[msg] = _start_process(self, msg, attrs)
+            spans[msg] = _start_process(client, msg, attrs)
 
-    def _on_message_result(self, conn: Any, msg: Any, fin: bool, backoff: bool) -> None:
-        guarded("settle", self._nsq_settled, msg, fin, backoff)
-        super()._on_message_result(conn, msg, fin, backoff)  # type: ignore[misc]
+    def settled(self, msg: Any, fin: bool, backoff: bool) -> None:
+        guarded("settle", self._settled, msg, fin, backoff)
 
-    def _nsq_settled(self, msg: Any, fin: bool, backoff: bool) -> None:
-        instr = self._nsq_instr
+    def _settled(self, msg: Any, fin: bool, backoff: bool) -> None:
+        instr = self._instr
+        client = self._client
         if not fin and instr.metrics:
-            running = getattr(self, "state", None)
+            running = getattr(client, "state", None)
             closing = running is not None and running.value != "running"
             reason = "close" if closing else ("handler_failure" if backoff else "neutral")
-            keys: dict[str, Any] = self.__dict__.setdefault("_nsq_requeue_keys", {})
+            keys: dict[str, Any] = client.__dict__.setdefault("_nsq_requeue_keys", {})
             key = keys.get(reason)
             if key is None:
-                attrs = consumer_attributes(self.topic, self.channel)  # type: ignore[attr-defined]
+                attrs = consumer_attributes(client.topic, client.channel)
                 attrs["nsq.requeue.reason"] = reason
                 key = keys[reason] = key_of(attrs)
             instr.requeued.add(1, key)
-        span = self._nsq_spans.pop(msg, None)
+        span = self._spans.pop(msg, None)
         if span is not None:
             span.set_attribute("nsq.message.outcome", "fin" if fin else "req")
             span.end()
 
-    def _on_connection_lost(self, conn: Any, exc: BaseException | None) -> None:
-        if self._nsq_spans:
-            guarded("lost spans", self._nsq_lost, conn)
-        super()._on_connection_lost(conn, exc)  # type: ignore[misc]
+    def connection_lost(self, conn: Any) -> None:
+        if self._spans:
+            guarded("lost spans", self._lost, conn)
 
-    def _nsq_lost(self, conn: Any) -> None:
-        spans = self._nsq_spans
+    def _lost(self, conn: Any) -> None:
+        spans = self._spans
         for msg in list(conn.in_flight.values()):
             span = spans.pop(msg, None)
             if span is not None:
@@ -415,22 +384,3 @@ class _ReaderMixin:
                 span.set_attribute("error.type", "connection_lost")
                 span.set_status(StatusCode.ERROR, "the connection to nsqd was lost")
                 span.end()
-
-
-class _SyncReaderMixin:
-    """SyncReader: ``run()``'s handler in a process span (iteration is traced by the core)."""
-
-    def run(self, handler: Any, **options: Any) -> bool:
-        try:
-            core: Any = self.aio  # type: ignore[attr-defined]
-        except Exception:  # closed: run() itself says so
-            core = None
-        if callable(handler):
-            handler = wrap_handler(core if core is not None else self, handler, False)
-        if core is not None:
-            core._nsq_handler_mode = True
-        try:
-            return bool(super().run(handler, **options))  # type: ignore[misc]
-        finally:
-            if core is not None:
-                core._nsq_handler_mode = False
