@@ -67,7 +67,7 @@ async def test_iterated_messages_are_observed_from_delivery_to_settle(
             if n == 1:
                 await msg.fin()
             else:
-                await msg.req(0, backoff=False)
+                await msg.req(60_000, backoff=False)  # not redelivered before the close
                 break
     assert _outcomes(telemetry) == ["fin", "req"]
     assert telemetry.value("nsq.consumer.requeued.messages", nsq__requeue__reason="neutral") == 1
