@@ -16,8 +16,9 @@ Every way of publishing (``pub``, ``mpub``/``dpub``, ``publish_nowait``, the syn
 tickets, the resend backlog) goes through one admission (a free slot, a started and open Writer:
 :meth:`Writer._admissible` spelled inline), one dispatch (:meth:`Writer._dispatch`: the
 connection choice, else the HTTP fallback) and one settlement (:meth:`Writer._settle`: counters,
-slot and idle waiters, the observer). ``pub`` keeps an inlined copy of ``_publish`` (one
-coroutine frame less per publish); a test pins the two equal.
+slot and idle waiters, the observer). ``pub`` keeps an inlined copy of ``_publish`` and of
+``_settle``'s success (one coroutine frame and one call less per publish); a test pins each
+copy to its original.
 
 The connections themselves are the :class:`~.nodes.NodeSet`'s; what happens after nsqd refuses a
 publish (resending what it never ran, learning its size limits) is :mod:`.resend`'s; the HTTP
@@ -304,7 +305,14 @@ class Writer:
                 except BaseException as exc:
                     self._settle(1, exc, token)
                     raise
-                self._settle(1, None, token)
+                # -- _settle(1, None, token) inlined (a call less per publish) --
+                self.published += 1
+                self._outstanding -= 1
+                if self._slot_waiters or self._idle_waiters:
+                    self._after_release()
+                if obs is not None:
+                    obs.publish_settled(token, None)
+                # -- end settle --
                 return
         await self._publish_slow(data, 1, timeout, token)
         # -- end --

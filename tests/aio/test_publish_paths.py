@@ -25,8 +25,29 @@ def _block(fn: object, start: str) -> list[str]:
     return [line.strip() for line in body.strip().splitlines()]
 
 
+def _settle_inlined(lines: list[str]) -> list[str]:
+    """pub's lines with its inlined success settlement put back as the call it copies."""
+    start = lines.index("# -- _settle(1, None, token) inlined (a call less per publish) --")
+    end = lines.index("# -- end settle --")
+    return [*lines[:start], "self._settle(1, None, token)", *lines[end + 1 :]]
+
+
+def test_pubs_inlined_settlement_is_settles_success_path() -> None:
+    lines = _block(Writer.pub, "# -- inlined from _publish --")
+    start = lines.index("# -- _settle(1, None, token) inlined (a call less per publish) --")
+    inlined = lines[start + 1 : lines.index("# -- end settle --")]
+    body = [line.strip() for line in inspect.getsource(Writer._settle).splitlines()]
+    body = body[body.index('when none is left), and tell the observer."""') + 1 :]
+    # the success branch only (error None, count 1); pub read ``obs`` when the publish began
+    skip = {"if error is None:", "else:", "self.failed += 1", "obs = self._obs", ""}
+    expected = [
+        line.replace("count", "1").replace("error)", "None)") for line in body if line not in skip
+    ]
+    assert inlined == expected
+
+
 def test_pubs_inlined_copy_is_publish_with_the_single_connection_pick_inlined() -> None:
-    inlined = _block(Writer.pub, "# -- inlined from _publish --")
+    inlined = _settle_inlined(_block(Writer.pub, "# -- inlined from _publish --"))
     original = _block(Writer._publish, "# -- inlined into pub --")
     # pub inlines the one-connection case of _pick; everything else is the same text
     pick = [
@@ -44,7 +65,8 @@ def test_pubs_inlined_copy_is_publish_with_the_single_connection_pick_inlined() 
 
 
 def test_no_other_door_keeps_its_own_counters() -> None:
-    """``published``/``failed``/``_outstanding -=`` change only in the settlement."""
+    """``published``/``failed``/``_outstanding -=`` change only in the settlement (and in
+    pub's pinned copy of it)."""
     source = inspect.getsource(Writer)
     for pattern in (r"self\.published \+=", r"self\._outstanding -= ", r"self\.failed \+="):
         owners = {
@@ -52,7 +74,8 @@ def test_no_other_door_keeps_its_own_counters() -> None:
             for name, fn in inspect.getmembers(Writer, inspect.isfunction)
             if re.search(pattern, inspect.getsource(fn))
         }
-        assert owners <= {"_settle", "_refused"}, (pattern, owners)
+        # pub: its inlined copy of _settle's success, pinned above
+        assert owners <= {"_settle", "_refused", "pub"}, (pattern, owners)
     assert "publish_to" not in dir(Writer) and "publish_done" not in dir(Writer)
     assert source.count("request_to(") == 1  # the one dispatch
 
