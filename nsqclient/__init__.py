@@ -9,8 +9,7 @@ clients in :mod:`nsqclient.http`; other clients' names in :mod:`nsqclient.compat
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .config import Config
 from .errors import *  # noqa: F403  (the error tree is part of the top-level API)
 from .errors import __all__ as _errors_all

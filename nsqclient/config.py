@@ -46,7 +46,7 @@ def default_client_id() -> str:
 
 
 def default_user_agent() -> str:
-    from . import __version__
+    from ._version import __version__
 
     return f"nsqclient/{__version__}"
 

@@ -43,7 +43,7 @@ from ..flow import (
     should_give_up,
 )
 from ..message import _DONE, Message
-from ..observability import _hook
+from ..observer import Observer, observer_for
 from ..stats import ReaderStats
 from .connection import Connection, ConnectionState, Pending
 from .delivery import (
@@ -164,8 +164,10 @@ class Reader:
         self._given_up = 0
         self._response_errors = 0
         self._timed_out = 0  # FIN/REQ refused: nsqd had timed the message out and requeued it
-        if _hook.active is not None:  # observability.instrument(): before the handler
-            _hook.active.attach(self)
+        #: told of deliveries, handler calls and settles (None: none; see nsqclient.observer)
+        self._obs: Observer | None = observer_for(self)  # before the handler: it wraps it
+        if self._obs is not None:
+            self._update_watch()  # it may need every FIN from the start
         if message_handler is not None:
             self.set_message_handler(message_handler)
 
@@ -247,6 +249,8 @@ class Reader:
         self._touch.arm(self._loop)  # this nsqd's msg_timeout may call for a shorter interval
 
     def _on_connection_lost(self, conn: Connection, exc: BaseException | None) -> None:
+        if self._obs is not None:  # observer: before its in-flight messages are forgotten
+            self._obs.connection_lost(conn)
         if self._nodes.lost(conn, exc):
             self._finished_closed += conn.messages_finished
         orphans = self.tracker.detach(conn)
@@ -265,6 +269,8 @@ class Reader:
     # ------------------------------------------------------------------ the read path
 
     def _on_messages(self, conn: Connection, messages: list[Message]) -> None:
+        if self._obs is not None:
+            self._obs.delivered(messages)
         changes = self._flow.messages_received(conn, len(messages), conn.last_message_time)
         if changes:  # a connection started delivering: the adaptive policy gives it the budget
             self._apply(changes)
@@ -321,9 +327,17 @@ class Reader:
 
     def _update_watch(self) -> None:
         flow = self._flow
-        self._watch_fin = flow.in_backoff or flow.awaiting_answers or self.tracker.has_waiters
+        obs = self._obs  # an observer may need every FIN too (a span per iterated message)
+        self._watch_fin = (
+            flow.in_backoff
+            or flow.awaiting_answers
+            or self.tracker.has_waiters
+            or (obs is not None and obs.watch_settles)
+        )
 
     def _on_message_result(self, conn: Connection, msg: Message, fin: bool, backoff: bool) -> None:
+        if self._obs is not None:
+            self._obs.settled(msg, fin, backoff)
         flow = self._flow
         if fin:
             if flow.in_backoff or flow.awaiting_answers:
@@ -433,6 +447,9 @@ class Reader:
         seconds (default: nsqd's ``max_msg_timeout``), so slow handlers do not lose messages to
         nsqd's timeout.
         """
+        obs = self._obs
+        if obs is not None and callable(handler):
+            handler = obs.wrap_handler(handler, HandlerRunner(handler).is_async)
         runner = HandlerRunner(handler, auto_fin=auto_fin)
         if not direct and self._queue is None:
             raise ConfigError(
@@ -454,6 +471,9 @@ class Reader:
         self._workers.clear()
         if self._state is ReaderState.RUNNING and not direct:
             self._ensure_workers()  # they take what is already queued before waiting
+        if obs is not None:
+            obs.handler_mode(True)
+            self._update_watch()
 
     def clear_message_handler(self) -> None:
         """Stop running the handler set by :meth:`set_message_handler`.
@@ -466,6 +486,9 @@ class Reader:
         for task in self._workers:
             task.cancel()
         self._workers.clear()
+        if self._obs is not None:
+            self._obs.handler_mode(False)
+            self._update_watch()
 
     def _ensure_workers(self) -> None:
         loop = self._loop

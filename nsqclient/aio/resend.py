@@ -1,10 +1,11 @@
 """What a Writer does after nsqd refuses a publish: resend what nsqd never ran, learn its limits.
 
 nsqd closes the connection after a fatal error frame; the publishes pipelined behind the refused
-one were never executed, so sending them again cannot duplicate. :class:`Backlog` sends them on
-another connection or over the HTTP fallback, or keeps them until a connection comes back or
-their own deadline passes (then they fail with :class:`~nsqclient.errors.NoConnectionsError`,
-saying that retrying is safe). One timer, armed for the earliest deadline, fails expired ones.
+one were never executed, so sending them again cannot duplicate. :class:`Backlog` sends them
+through the Writer's one dispatch (another connection or the HTTP fallback), or keeps them
+until a connection comes back or their own deadline passes (then they fail with
+:class:`~nsqclient.errors.NoConnectionsError`, saying that retrying is safe). One timer, armed
+for the earliest deadline, fails expired ones.
 
 :func:`learn_limit` reads nsqd's size limit out of E_BAD_MESSAGE / E_BAD_BODY so larger bodies
 are refused locally from then on instead of costing a connection each.
@@ -17,12 +18,15 @@ import collections
 import logging
 import re
 from collections.abc import Callable, Iterable
-from functools import partial
 
 from ..errors import ClosedError, NoConnectionsError, ServerError
-from .connection import Connection, Pending, ReplyWaiter
+from .connection import Pending, ReplyWaiter
 
-__all__ = ["Backlog", "complete_waiter", "learn_limit"]
+__all__ = ["Backlog", "Dispatch", "learn_limit"]
+
+#: the Writer's dispatch: send (waiter, data, count, timeout) on a connection or over HTTP;
+#: False if neither is available now. The slot and the accounting stay the original publish's.
+Dispatch = Callable[[ReplyWaiter, bytes, int, float], bool]
 
 log = logging.getLogger("nsqclient.writer")
 
@@ -33,20 +37,14 @@ _TOO_BIG = re.compile(r"too big \d+ > (\d+)")
 class Backlog:
     """Publishes nsqd never executed, on their way to another connection.
 
-    ``pick()`` is the Writer's choice of a connection (None: none is up); ``http`` publishes over
-    the HTTP fallback in a task (None: no fallback); ``closed()`` says the Writer refuses
-    publishes now (each kept one then fails with ClosedError).
+    ``send`` is the Writer's dispatch (:data:`Dispatch`): the same connection choice and HTTP
+    fallback as every first send, no second admission (each item still holds the slot it was
+    admitted with, and its waiter settles it). ``closed()`` says the Writer refuses publishes
+    now (each kept one then fails with ClosedError).
     """
 
-    def __init__(
-        self,
-        *,
-        pick: Callable[[], Connection | None],
-        http: Callable[[bytes, int, float], asyncio.Task[bytes]] | None,
-        closed: Callable[[], bool],
-    ) -> None:
-        self._pick = pick
-        self._http = http
+    def __init__(self, *, send: Dispatch, closed: Callable[[], bool]) -> None:
+        self._send = send
         self._closed = closed
         self._items: collections.deque[Pending] = collections.deque()
         self._timer: asyncio.TimerHandle | None = None
@@ -72,13 +70,7 @@ class Backlog:
                     ClosedError("the Writer was closed before this publish could be sent")
                 )
                 continue
-            conn = self._pick()
-            if conn is not None:
-                conn.request_to(waiter, data, deadline - now)
-            elif self._http is not None:
-                task = self._http(data, _publish_count(data), deadline - now)
-                task.add_done_callback(partial(complete_waiter, waiter))
-            else:
+            if not self._send(waiter, data, _publish_count(data), deadline - now):
                 self._items.append(item)
                 continue
             self.resent += 1
@@ -124,26 +116,6 @@ def learn_limit(error: ServerError, max_msg_size: int, max_body_size: int) -> tu
             limit,
         )
     return max_msg_size, max_body_size
-
-
-def complete_waiter(waiter: ReplyWaiter, task: asyncio.Task[bytes]) -> None:
-    """Pass an HTTP fallback publish's outcome on to the waiter of the publish it carried."""
-    if waiter.done():
-        return
-    if task.cancelled():
-        waiter.set_exception(
-            ClosedError(
-                "the Writer was closed during an HTTP fallback publish; it may or may not have "
-                "been published",
-                sent=True,
-            )
-        )
-        return
-    exc = task.exception()
-    if exc is not None:
-        waiter.set_exception(exc)
-    else:
-        waiter.set_result(task.result())
 
 
 def _publish_count(data: bytes) -> int:

@@ -12,11 +12,20 @@ outstanding, so a slow nsqd makes callers wait instead of growing memory.
 is up: a publish that finds none goes to ``/pub`` or ``/mpub`` at once instead of waiting for a
 reconnect. Only publishes not yet sent over TCP take that path, so a fallback never duplicates.
 
+Every way of publishing (``pub``, ``mpub``/``dpub``, ``publish_nowait``, the sync facade's
+tickets, the resend backlog) goes through one admission (a free slot, a started and open Writer:
+:meth:`Writer._admissible` spelled inline), one dispatch (:meth:`Writer._dispatch`: the
+connection choice, else the HTTP fallback) and one settlement (:meth:`Writer._settle`: counters,
+slot and idle waiters, the observer). ``pub`` keeps an inlined copy of ``_publish`` and of
+``_settle``'s success (one coroutine frame and one call less per publish); a test pins each
+copy to its original.
+
 The connections themselves are the :class:`~.nodes.NodeSet`'s; what happens after nsqd refuses a
-publish (resending what it never ran, learning its size limits) is :mod:`.resend`'s. (Longer than
-most modules: the publish paths, the wait for a slot or a connection, the HTTP fallback and the
-close share one piece of state, the outstanding-publish count and its waiters, and the publish
-paths are kept whole so they read, and profile, as one.)
+publish (resending what it never ran, learning its size limits) is :mod:`.resend`'s; the HTTP
+fallback is :mod:`.fallback`'s. (About 700 lines, over the ~500 of the others: the five public
+doors with their documented contracts, the admission's waits for a slot or a connection and the
+close all read and change one piece of state, the outstanding-publish count and its waiters;
+split, each part would reach into the others' privates. The waits are the next candidate.)
 """
 
 from __future__ import annotations
@@ -37,22 +46,20 @@ from ..errors import (
     ClosedError,
     NoConnectionsError,
     NotSentTimeoutError,
-    NSQTimeoutError,
     ResponseFailedError,
     ServerError,
 )
 from ..message import _DONE, Message
-from ..observability import _hook
+from ..observer import Observer, observer_for
 from ..protocol import commands
 from ..protocol.names import Body, single_body_batch
 from .connection import Connection, ConnectionState, Pending, ReplyWaiter
+from .fallback import HTTPFallback
 from .nodes import NodeSet
 from .options import ClientOptions, validate_client_options
 from .resend import Backlog, learn_limit
-from .resend import complete_waiter as _complete_waiter
 
 if TYPE_CHECKING:
-    from ..http import NsqdHTTPClient
     from ..options import ConfigOptions
     from ..stats import WriterStats
 
@@ -63,6 +70,12 @@ _encode_pub = commands.pub
 _check_timeout = commands.check_timeout
 
 log = logging.getLogger("nsqclient.writer")
+
+
+def _describe(data: bytes) -> tuple[str, str]:
+    """(verb, topic) of an encoded PUB/MPUB/DPUB, for the observer of ``publish_nowait``."""
+    head = data[: data.index(b"\n")].split(b" ")
+    return head[0].decode("ascii").lower(), head[1].decode("ascii")
 
 
 class Writer:
@@ -100,9 +113,6 @@ class Writer:
         self.config = _checked.config
         self._ssl_context = _checked.ssl_context
         self._http_fallback = _checked.http_fallback_addresses
-        self._http_clients: list[NsqdHTTPClient] = []  # made on first use, on the loop
-        self._http_rr = 0
-        self._http_tasks: set[asyncio.Task[bytes]] = set()
         self._nodes = NodeSet(
             _checked,
             self,
@@ -127,17 +137,24 @@ class Writer:
         self._publish_timeout = cfg.sec.publish_timeout
         self._max_msg_size = cfg.max_msg_size
         self._max_body_size = cfg.max_body_size
-        #: publishes nsqd never executed (pipelined behind a fatal error) waiting for a connection
-        self._backlog = Backlog(
-            pick=self._pick,
-            http=self._http_task if self._http_fallback else None,
+        self._http = HTTPFallback(
+            self._http_fallback,
+            self._ssl_context,
+            limits=lambda: (self._publish_timeout, self._max_msg_size, self._max_body_size),
             closed=lambda: self._closed,
+            dial_now=self._nodes.dial_now,
         )
-        self.published = 0  # messages acknowledged
-        self.failed = 0  # publish calls that raised
-        self.published_over_http = 0  # of ``published``, how many went by the HTTP fallback
-        if _hook.active is not None:  # observability.instrument(): all logic is there
-            _hook.active.attach(self)
+        #: publishes nsqd never executed (pipelined behind a fatal error) waiting for a connection
+        self._backlog = Backlog(send=self._dispatch, closed=lambda: self._closed)
+        self._published = 0  # messages acknowledged
+        self._failed = 0  # publish calls that raised
+        #: told of every publish (None: none attached; see :mod:`nsqclient.observer`)
+        self._obs: Observer | None = observer_for(self)
+
+    @property
+    def published_over_http(self) -> int:
+        """Of ``published``, how many went by the HTTP fallback."""
+        return self._http.published
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -261,10 +278,18 @@ class Writer:
         applied: ConnectionClosedError, NSQTimeoutError (``sent`` True). Call on the Writer's
         loop.
         """
-        if timeout is not None:
-            _check_timeout(timeout)
-        data = _encode_pub(topic, body, max_msg_size=self._max_msg_size)
-        # the hot path, _publish inlined (one coroutine frame less to resume per publish)
+        obs = self._obs
+        token = None if obs is None else obs.publish_started("pub", topic, 1)
+        try:
+            if timeout is not None:
+                _check_timeout(timeout)
+            data = _encode_pub(topic, body, max_msg_size=self._max_msg_size)
+        except BaseException as exc:
+            self._refused(exc, token)
+            raise
+        # the hot path, _publish inlined (one coroutine frame less to resume per publish; the
+        # single-connection pick inlined too). tests/aio/test_publish_paths.py pins it.
+        # -- inlined from _publish --
         if self._started and not self._closed and self._outstanding < self._max_pending:
             healthy = self._healthy
             if len(healthy) == 1 and healthy[0].state is _CONNECTED:
@@ -275,16 +300,20 @@ class Writer:
                 self._outstanding += 1
                 try:
                     await conn.request(data, self._publish_timeout if timeout is None else timeout)
-                except BaseException:
-                    self.failed += 1
+                except BaseException as exc:
+                    self._settle(1, exc, token)
                     raise
-                finally:
-                    self._outstanding -= 1
-                    if self._slot_waiters or self._idle_waiters:
-                        self._after_release()
-                self.published += 1
+                # -- _settle(1, None, token) inlined (a call less per publish) --
+                self._published += 1
+                self._outstanding -= 1
+                if self._slot_waiters or self._idle_waiters:
+                    self._after_release()
+                if obs is not None:
+                    obs.publish_settled(token, None)
+                # -- end settle --
                 return
-        await self._publish_slow(data, 1, timeout)
+        await self._publish_slow(data, 1, timeout, token)
+        # -- end --
 
     @overload
     @single_body_batch("mpub takes a list of bodies: wrap a single body in a list")
@@ -302,11 +331,23 @@ class Writer:
         ``max_body_size`` raises InvalidInputError before sending; ``timeout`` and the other
         errors are :meth:`pub`'s.
         """
-        items = commands.batch_bodies(bodies)
-        data = commands.mpub(
-            topic, items, max_msg_size=self._max_msg_size, max_body_size=self._max_body_size
-        )
-        await self._publish(data, len(items), timeout)
+        obs = self._obs
+        try:
+            items = commands.batch_bodies(bodies)
+        except BaseException as exc:  # observed as a refused batch of none
+            self._refused(exc, None if obs is None else obs.publish_started("mpub", topic, 0))
+            raise
+        token = None if obs is None else obs.publish_started("mpub", topic, len(items))
+        try:
+            if timeout is not None:
+                _check_timeout(timeout)
+            data = commands.mpub(
+                topic, items, max_msg_size=self._max_msg_size, max_body_size=self._max_body_size
+            )
+        except BaseException as exc:
+            self._refused(exc, token)
+            raise
+        await self._publish(data, len(items), timeout, token)
 
     async def dpub(
         self, topic: str, delay_ms: int, body: Body, *, timeout: float | None = None
@@ -316,34 +357,46 @@ class Writer:
         A delay outside 0 to nsqd's default ``--max-req-timeout`` (1 hour) raises
         InvalidArgumentError before sending; ``timeout`` and the other errors are :meth:`pub`'s.
         """
-        await self._publish(
-            commands.dpub(topic, delay_ms, body, max_msg_size=self._max_msg_size), 1, timeout
-        )
+        obs = self._obs
+        token = None if obs is None else obs.publish_started("dpub", topic, 1)
+        try:
+            if timeout is not None:
+                _check_timeout(timeout)
+            data = commands.dpub(topic, delay_ms, body, max_msg_size=self._max_msg_size)
+        except BaseException as exc:
+            self._refused(exc, token)
+            raise
+        await self._publish(data, 1, timeout, token)
 
-    async def _publish(self, data: bytes, count: int, timeout: float | None) -> None:
-        if timeout is not None:
-            _check_timeout(timeout)
+    async def _publish(self, data: bytes, count: int, timeout: float | None, token: Any) -> None:
+        """Admit, dispatch and settle one encoded publish (``timeout`` checked already)."""
         # fast path: connected, a free slot, a healthy connection (one check each, no clock read)
+        # -- inlined into pub --
         if self._started and not self._closed and self._outstanding < self._max_pending:
             conn = self._pick()
             if conn is not None:
                 self._outstanding += 1
                 try:
                     await conn.request(data, self._publish_timeout if timeout is None else timeout)
-                except BaseException:
-                    self.failed += 1
+                except BaseException as exc:
+                    self._settle(count, exc, token)
                     raise
-                finally:
-                    self._release_slot()
-                self.published += count
+                self._settle(count, None, token)
                 return
-        await self._publish_slow(data, count, timeout)
+        await self._publish_slow(data, count, timeout, token)
+        # -- end --
 
-    async def _publish_slow(self, data: bytes, count: int, timeout: float | None) -> None:
-        if self._closed:
-            raise ClosedError("this Writer was closed; create a new one")
-        if not self._started:
-            await self._start()
+    async def _publish_slow(
+        self, data: bytes, count: int, timeout: float | None, token: Any
+    ) -> None:
+        try:
+            if self._closed:
+                raise ClosedError("this Writer was closed; create a new one")
+            if not self._started:
+                await self._start()
+        except BaseException as exc:
+            self._refused(exc, token)
+            raise
         loop = self._loop
         assert loop is not None
         limit = self._publish_timeout if timeout is None else timeout
@@ -359,21 +412,19 @@ class Writer:
                         break  # no TCP connection: publish over HTTP below
                     await self._wait_healthy(deadline)
                     conn = self._pick() if self._outstanding < self._max_pending else None
-            except BaseException:
-                self.failed += 1
+            except BaseException as exc:
+                self._refused(exc, token, counted=True)
                 raise
         self._outstanding += 1
         try:
             if conn is None:
-                await self._http_task(data, count, deadline - loop.time())
+                await self._http.task(data, count, deadline - loop.time())
             else:
                 await conn.request(data, deadline - loop.time())
-        except BaseException:
-            self.failed += 1
+        except BaseException as exc:
+            self._settle(count, exc, token)
             raise
-        finally:
-            self._release_slot()
-        self.published += count
+        self._settle(count, None, token)
 
     def publish_nowait(
         self, data: bytes, count: int = 1, timeout: float | None = None
@@ -386,132 +437,77 @@ class Writer:
             _check_timeout(timeout)
         if self._closed or not self._started or self._outstanding >= self._max_pending:
             return None
+        assert self._loop is not None
+        fut: asyncio.Future[bytes] = self._loop.create_future()
         limit = self._publish_timeout if timeout is None else timeout
-        conn = self._pick()
-        if conn is None:
-            if not self._http_fallback:
-                return None
-            fut: asyncio.Future[bytes] = self._http_task(data, count, limit)
-        else:
-            fut = conn.request(data, limit)
+        if not self._dispatch(fut, data, count, limit):
+            return None
         self._outstanding += 1
-        fut.add_done_callback(partial(self._nowait_done, count=count))
+        obs = self._obs
+        token = None if obs is None else obs.publish_started(*_describe(data), count)
+        fut.add_done_callback(partial(self._nowait_done, count, token))
         return fut
 
-    def publish_to(
-        self, waiter: ReplyWaiter, data: bytes, count: int = 1, timeout: float | None = None
-    ) -> bool:
-        """Like :meth:`publish_nowait`, completing ``waiter`` directly (no future, no callback
-        hop); False if it must wait. The waiter **must** call :meth:`publish_done` once it is
-        completed, which keeps the Writer's accounting (the sync facade's tickets do)."""
+    def _nowait_done(self, count: int, token: Any, fut: asyncio.Future[bytes]) -> None:
+        self._settle(count, asyncio.CancelledError() if fut.cancelled() else fut.exception(), token)
+
+    def _publish_to(self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float) -> bool:
+        """The sync facade's door: like :meth:`publish_nowait`, completing ``waiter`` directly
+        (no future, no callback hop); False if it must wait. The waiter then calls
+        :meth:`_publish_done` once, which settles it (the sync facade's tickets do)."""
         if self._closed or not self._started or self._outstanding >= self._max_pending:
             return False
-        limit = self._publish_timeout if timeout is None else timeout
-        conn = self._pick()
-        if conn is None:
-            if not self._http_fallback:
-                return False
-            task = self._http_task(data, count, limit)
-            task.add_done_callback(partial(_complete_waiter, waiter))
-        else:
-            conn.request_to(waiter, data, limit)
+        if not self._dispatch(waiter, data, count, timeout):
+            return False
         self._outstanding += 1
         return True
 
-    def publish_done(self, count: int, ok: bool) -> None:
-        """Account for a publish sent with :meth:`publish_to` that is now complete."""
-        if ok:
-            self.published += count
+    def _publish_done(self, count: int, error: BaseException | None) -> None:
+        """Settle a publish sent with :meth:`_publish_to` (the facade observes its own calls)."""
+        self._settle(count, error, None)
+
+    # ------------------------------------------------------------------ dispatch and settlement
+
+    def _dispatch(self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float) -> bool:
+        """Send on a healthy connection, else over the HTTP fallback; False if neither is up.
+        Takes no slot: the caller admitted the publish (a resend keeps its first admission)."""
+        conn = self._pick()
+        if conn is not None:
+            conn.request_to(waiter, data, timeout)
+            return True
+        if self._http_fallback:
+            self._http.send(waiter, data, count, timeout)
+            return True
+        return False
+
+    def _settle(self, count: int, error: BaseException | None, token: Any) -> None:
+        """An admitted publish is over: count it, pass its slot on (waking ``graceful_close``
+        when none is left), and tell the observer."""
+        if error is None:
+            self._published += count
         else:
-            self.failed += 1
-        self._release_slot()
-
-    def _nowait_done(self, fut: asyncio.Future[bytes], *, count: int) -> None:
-        self.publish_done(count, not fut.cancelled() and fut.exception() is None)
-
-    def _release_slot(self) -> None:
-        """One outstanding publish is over: pass its slot on, and wake ``graceful_close`` when
-        none is left."""
+            self._failed += 1
         self._outstanding -= 1
         if self._slot_waiters or self._idle_waiters:
             self._after_release()
+        obs = self._obs
+        if obs is not None:
+            obs.publish_settled(token, error)
+
+    def _refused(self, error: BaseException, token: Any, *, counted: bool = False) -> None:
+        """A publish that was never admitted failed: bad input or a closed Writer (not
+        counted), no slot or connection in time (counted in ``failed``)."""
+        if counted:
+            self._failed += 1
+        obs = self._obs
+        if obs is not None:
+            obs.publish_settled(token, error)
 
     def _after_release(self) -> None:
         if self._slot_waiters:
             self._wake_slot()
         if self._idle_waiters and not self._outstanding:
             self._wake_idle()
-
-    # ------------------------------------------------------------------ HTTP fallback
-
-    def _http_task(self, data: bytes, count: int, timeout: float) -> asyncio.Task[bytes]:
-        """Publish over HTTP in a task ``close()`` can cancel (its caller then gets ClosedError)."""
-        loop = self._loop
-        assert loop is not None
-        self._nodes.dial_now(loop.time() + timeout)  # no TCP connection: get one back soon
-        task = loop.create_task(self._publish_http(data, count, timeout), name="nsq-writer-http")
-        self._http_tasks.add(task)
-        task.add_done_callback(self._http_tasks.discard)
-        return task
-
-    async def _publish_http(self, data: bytes, count: int, timeout: float) -> bytes:
-        loop = self._loop
-        assert loop is not None
-        if not self._http_clients:
-            from ..http import NsqdHTTPClient
-
-            verify: Any = self._ssl_context if self._ssl_context is not None else True
-            self._http_clients = [
-                NsqdHTTPClient(
-                    url,
-                    timeout=max(self._publish_timeout, 0.001),
-                    verify=verify if url.startswith("https://") else True,
-                    max_msg_size=self._max_msg_size,
-                    max_body_size=self._max_body_size,
-                )
-                for url in self._http_fallback
-            ]
-        from ..errors import HTTPConnectError
-
-        deadline = loop.time() + timeout
-        clients = self._http_clients
-        last: BaseException | None = None
-        try:
-            for _ in range(len(clients)):  # each address at most once
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                self._http_rr = (self._http_rr + 1) % len(clients)
-                client = clients[self._http_rr]
-                try:
-                    async with asyncio.timeout(remaining):
-                        await client.publish_command(data)
-                    self.published_over_http += count
-                except HTTPConnectError as exc:
-                    if exc.sent:  # it broke after sending: trying another would duplicate
-                        raise
-                    last = exc  # never reached nsqd: the next one may
-                    log.info("HTTP fallback to %s failed: %s", client.base_url, exc)
-                    continue
-                except TimeoutError:
-                    raise NSQTimeoutError(
-                        "no HTTP answer from nsqd before the publish timeout; the message may or "
-                        "may not have been published"
-                    ) from None
-                return b"OK"
-        except asyncio.CancelledError:
-            if self._closed:
-                raise ClosedError(
-                    "the Writer was closed while this publish was in flight over HTTP; it may "
-                    "or may not have been published",
-                    sent=True,
-                ) from None
-            raise
-        raise NoConnectionsError(
-            "no nsqd connection over TCP, and the HTTP fallback "
-            f"({', '.join(self._http_fallback)}) could not be reached"
-            + (f": {last}" if last is not None else " before the publish timeout")
-        ) from last
 
     async def wait_ready(self, timeout: float | None = None) -> None:
         """Wait until a publish could be sent at once: connected, with a free pending slot.
@@ -650,8 +646,7 @@ class Writer:
         self._closed = True
         self._refuse_waiters()
         self._nodes.close_each()
-        for task in list(self._http_tasks):
-            task.cancel()
+        self._http.cancel()
         if self._loop is None:
             return _DONE
         return self._loop.create_task(self._shutdown())
@@ -670,14 +665,7 @@ class Writer:
         self._closed = True
         await self._nodes.stop_discovery()
         await self._nodes.close_connections()
-        http_tasks = list(self._http_tasks)
-        for http_task in http_tasks:  # graceful_close waited for them (bounded); close() cancelled
-            http_task.cancel()
-        if http_tasks:
-            await asyncio.gather(*http_tasks, return_exceptions=True)
-        clients, self._http_clients = self._http_clients, []
-        for client in clients:
-            await client.aclose()
+        await self._http.aclose()  # graceful_close waited for its publishes (bounded)
         if self._healthy_event is not None:
             self._healthy_event.set()  # wake publishes waiting for a connection: they raise
 
@@ -703,9 +691,9 @@ class Writer:
         ever added across releases). Loop thread only.
         """
         return {
-            "published": self.published,
+            "published": self._published,
             "published_over_http": self.published_over_http,
-            "failed": self.failed,
+            "failed": self._failed,
             "resent": self.resent,
             "outstanding": self._outstanding,
             "max_pending_publishes": self._max_pending,

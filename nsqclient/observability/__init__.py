@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import _hook
+from .. import observer
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -63,12 +63,12 @@ def instrument(
 
 def uninstrument() -> None:
     """Clients created from now on are not instrumented (existing ones keep reporting)."""
-    _hook.active = None
+    observer.install(None)
 
 
 def is_instrumented() -> bool:
     """True while :func:`instrument` is in effect for new clients."""
-    return _hook.active is not None
+    return observer.installed() is not None
 
 
 def wrap_body(body: Any, context: Context | None = None) -> bytes:

@@ -1,20 +1,19 @@
-"""Instrumented clients: each instrumented object gets a subclass of its own class mixed in.
+"""Instrumented clients: each gets an observer (:class:`nsqclient.observer.Observer`).
 
-``attach()`` swaps ``client.__class__`` for ``Instrumented<Class>`` (same name and behaviour,
-plus spans and recorded metrics around the public calls and the core's owner callbacks), so an
-object that is not instrumented runs the very code it ran before: zero cost when off. With it on:
+The clients call their observer at each publish, delivery, handler call, settle and lost
+connection (one attribute check when off); nothing is subclassed or swapped at run time.
+With it on:
 
 * Writer / SyncWriter: a PRODUCER span and one duration + sent-messages record per PUB, MPUB (one
-  per batch) and DPUB call, ended by nsqd's acknowledgement or the error.
+  per batch) and DPUB, whichever way it was published (``pub``/``mpub``/``dpub``,
+  ``publish_nowait``, the ``*_nowait`` calls, over the HTTP fallback or resent), ended by nsqd's
+  acknowledgement or the error.
 * Reader handler mode (``set_message_handler``, ``SyncReader.run``): a CONSUMER ``process`` span
   around each handler call, current while it runs (so the handler's own spans are its children),
   and the handler's duration.
 * Reader ``async for`` / SyncReader iteration: a CONSUMER ``process`` span per message from
   delivery to its FIN or REQ (not current: no code runs "inside" it).
 * Every REQ: a count by reason.
-
-(A little over 500 lines: the four mixins share the span and label helpers above them; apart they
-would each need the same private imports.)
 """
 
 from __future__ import annotations
@@ -26,8 +25,7 @@ from typing import Any
 from opentelemetry import context, trace
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
-from ..errors import InvalidInputError
-from ..protocol import commands
+from ..observer import Observer
 from ._envelope import extract_link
 from ._instrumentation import (
     Instrumentation,
@@ -39,44 +37,45 @@ from ._instrumentation import (
     server_attributes,
 )
 
-__all__ = ["attach"]
-
-_SUBCLASSES: dict[type, type] = {}
+__all__ = ["PublishObserver", "ReaderObserver", "attach", "observe"]
 
 
 def attach(instr: Instrumentation, client: Any) -> None:
+    """Instrument a client that exists already (its observer attribute set here)."""
+    obs = observe(instr, client)
+    if obs is not None:
+        client._obs = obs
+
+
+def observe(instr: Instrumentation, client: Any) -> Observer | None:
+    """The observer for a new ``client``: a Writer's, SyncWriter's or Reader's; a SyncReader is
+    only registered for its metrics (its core Reader reports the events): None. Idempotent."""
     from ..aio.reader import Reader
     from ..aio.writer import Writer
     from ..sync.reader import SyncReader
     from ..sync.writer import SyncWriter
 
     if getattr(client, "_nsq_instr", None) is not None:
-        return
-    mixins: list[tuple[type, type, Any]] = [
-        (Writer, _WriterMixin, instr._writers),
-        (Reader, _ReaderMixin, instr._readers),
-        (SyncWriter, _SyncWriterMixin, instr._sync_writers),
-        (SyncReader, _SyncReaderMixin, instr._sync_readers),
+        return None
+    publishers: list[tuple[type, Any]] = [
+        (Writer, instr._writers),
+        (SyncWriter, instr._sync_writers),
     ]
-    for base, mixin, registry in mixins:
-        if isinstance(client, base):
-            obj: Any = client
-            obj._nsq_instr = instr
-            obj._nsq_servers = {}
-            obj._nsq_labels = {}
-            if mixin is _ReaderMixin:
-                obj._nsq_spans = {}
-                obj._nsq_handler_mode = False
-                obj._nsq_watch = obj.__dict__.pop("_watch_fin", False)
+    for kind, registry in publishers:
+        if isinstance(client, kind):
+            setattr(client, "_nsq_instr", instr)  # noqa: B010 (narrowed to object here)
             registry.add(client)
-            cls = type(client)
-            sub = _SUBCLASSES.get(cls)
-            if sub is None:
-                sub = type(cls.__name__, (mixin, cls), {"__module__": cls.__module__})
-                sub.__qualname__ = cls.__qualname__
-                _SUBCLASSES[cls] = sub
-            client.__class__ = sub
-            return
+            return PublishObserver(instr, client)
+    if isinstance(client, Reader):
+        obj: Any = client
+        obj._nsq_instr = instr
+        obj._nsq_servers = {}
+        instr._readers.add(client)
+        return ReaderObserver(instr, client)
+    if isinstance(client, SyncReader):  # registered for its metrics; its core reports events
+        setattr(client, "_nsq_instr", instr)  # noqa: B010 (narrowed to object here)
+        instr._sync_readers.add(client)
+        return None
     raise TypeError(f"cannot instrument {client!r}: not an nsqclient Reader or Writer")
 
 
@@ -145,8 +144,7 @@ class _Labels:
 _MAX_LABELS = 1000  # topics per client remembered (more: made per call)
 
 
-def _labels(client: Any, verb: str, topic: str) -> _Labels:
-    cache: dict[tuple[str, str], _Labels] = client._nsq_labels
+def _labels(cache: dict[tuple[str, str], _Labels], client: Any, verb: str, topic: str) -> _Labels:
     labels = cache.get((verb, topic))
     if labels is None:
         labels = _Labels(verb, topic, _server(client))
@@ -155,17 +153,26 @@ def _labels(client: Any, verb: str, topic: str) -> _Labels:
     return labels
 
 
-def _start_send(client: Any, verb: str, topic: str, count: int) -> _Send | None:
-    try:
-        return _Send(client._nsq_instr, _labels(client, verb, topic), count)
-    except Exception:
-        _report("publish span")
-        return None
+class PublishObserver(Observer):
+    """One Writer's or SyncWriter's publishes as spans and metrics (never raises)."""
 
+    __slots__ = ("_client", "_instr", "_labels")
 
-def _end_send(op: _Send | None, exc: BaseException | None) -> None:
-    if op is not None:
-        guarded("publish span", op.end, exc)
+    def __init__(self, instr: Instrumentation, client: Any) -> None:
+        self._instr = instr
+        self._client = client
+        self._labels: dict[tuple[str, str], _Labels] = {}
+
+    def publish_started(self, verb: str, topic: str, count: int) -> _Send | None:
+        try:
+            return _Send(self._instr, _labels(self._labels, self._client, verb, topic), count)
+        except Exception:
+            _report("publish span")
+            return None
+
+    def publish_settled(self, token: Any, error: BaseException | None) -> None:
+        if token is not None:
+            guarded("publish span", token.end, error)
 
 
 def _server(client: Any) -> dict[str, Any] | None:
@@ -186,118 +193,6 @@ def _server(client: Any) -> dict[str, Any] | None:
     if isinstance(addresses, str) and "," not in addresses:
         return server_attributes(addresses)
     return None
-
-
-def _batch(bodies: Any) -> tuple[Any, int]:
-    """The batch and its size; a batch the core refuses goes on as it is (count 0), so the
-    refusal is observed like any other failed publish."""
-    try:
-        items = commands.batch_bodies(bodies)
-    except InvalidInputError:
-        return bodies, 0
-    return items, len(items)
-
-
-class _WriterMixin:
-    async def pub(self, topic: str, body: Any, *, timeout: float | None = None) -> None:
-        op = _start_send(self, "pub", topic, 1)
-        try:
-            await super().pub(topic, body, timeout=timeout)  # type: ignore[misc]
-        except BaseException as exc:
-            _end_send(op, exc)
-            raise
-        _end_send(op, None)
-
-    async def mpub(self, topic: str, bodies: Any, *, timeout: float | None = None) -> None:
-        items, count = _batch(bodies)
-        op = _start_send(self, "mpub", topic, count)
-        try:
-            await super().mpub(topic, items, timeout=timeout)  # type: ignore[misc]
-        except BaseException as exc:
-            _end_send(op, exc)
-            raise
-        _end_send(op, None)
-
-    async def dpub(
-        self, topic: str, delay_ms: int, body: Any, *, timeout: float | None = None
-    ) -> None:
-        op = _start_send(self, "dpub", topic, 1)
-        try:
-            await super().dpub(topic, delay_ms, body, timeout=timeout)  # type: ignore[misc]
-        except BaseException as exc:
-            _end_send(op, exc)
-            raise
-        _end_send(op, None)
-
-
-def _future_done(op: _Send | None, future: Any) -> None:
-    if future.cancelled():
-        _end_send(op, _Cancelled())
-        return
-    exc = future.exception()
-    _end_send(op, exc)
-
-
-class _Cancelled(Exception):
-    """error.type for a ``pub_nowait`` future cancelled before it was sent."""
-
-
-class _SyncWriterMixin:
-    def pub(self, topic: str, body: Any, *, timeout: float | None = None) -> None:
-        op = _start_send(self, "pub", topic, 1)
-        try:
-            super().pub(topic, body, timeout=timeout)  # type: ignore[misc]
-        except BaseException as exc:
-            _end_send(op, exc)
-            raise
-        _end_send(op, None)
-
-    def mpub(self, topic: str, bodies: Any, *, timeout: float | None = None) -> None:
-        items, count = _batch(bodies)
-        op = _start_send(self, "mpub", topic, count)
-        try:
-            super().mpub(topic, items, timeout=timeout)  # type: ignore[misc]
-        except BaseException as exc:
-            _end_send(op, exc)
-            raise
-        _end_send(op, None)
-
-    def dpub(self, topic: str, delay_ms: int, body: Any, *, timeout: float | None = None) -> None:
-        op = _start_send(self, "dpub", topic, 1)
-        try:
-            super().dpub(topic, delay_ms, body, timeout=timeout)  # type: ignore[misc]
-        except BaseException as exc:
-            _end_send(op, exc)
-            raise
-        _end_send(op, None)
-
-    def _nowait(self, verb: str, topic: str, count: int, call: Callable[[], Any]) -> Any:
-        op = _start_send(self, verb, topic, count)
-        try:
-            future = call()
-        except BaseException as exc:
-            _end_send(op, exc)
-            raise
-        if op is not None:
-            future.add_done_callback(lambda f: _future_done(op, f))
-        return future
-
-    def pub_nowait(self, topic: str, body: Any, *, timeout: float | None = None) -> Any:
-        parent = super().pub_nowait  # type: ignore[misc]
-        return self._nowait("pub", topic, 1, lambda: parent(topic, body, timeout=timeout))
-
-    def mpub_nowait(self, topic: str, bodies: Any, *, timeout: float | None = None) -> Any:
-        items, count = _batch(bodies)
-        parent = super().mpub_nowait  # type: ignore[misc]
-        return self._nowait("mpub", topic, count, lambda: parent(topic, items, timeout=timeout))
-
-    def dpub_nowait(
-        self, topic: str, delay_ms: int, body: Any, *, timeout: float | None = None
-    ) -> Any:
-        parent = super().dpub_nowait  # type: ignore[misc]
-        return self._nowait(
-            "dpub", topic, 1, lambda: parent(topic, delay_ms, body, timeout=timeout)
-        )
 
 
 # ---------------------------------------------------------------------- consuming
@@ -418,82 +313,70 @@ def wrap_handler(client: Any, handler: Callable[[Any], Any], is_async: bool) -> 
     return instrumented
 
 
-def _is_async(handler: Any) -> bool:
-    from ..aio.delivery import HandlerRunner
+class ReaderObserver(Observer):
+    """One core Reader: handler spans, delivery-to-settle spans, requeue reasons."""
 
-    try:
-        return HandlerRunner(handler).is_async
-    except TypeError:
-        return False
+    __slots__ = ("_client", "_handler_mode", "_instr", "_spans")
 
-
-class _ReaderMixin:
-    """The core Reader: handler spans, delivery-to-settle spans, requeue reasons."""
-
-    _nsq_instr: Instrumentation
-    _nsq_spans: dict[Any, Span]
-    _nsq_handler_mode: bool
-    _nsq_watch: bool
+    def __init__(self, instr: Instrumentation, client: Any) -> None:
+        self._instr = instr
+        self._client = client
+        self._spans: dict[Any, Span] = {}
+        self._handler_mode = False
 
     @property
-    def _watch_fin(self) -> bool:
-        # while tracing iterated messages, every FIN must reach _on_message_result (ends a span)
-        return self._nsq_watch or (self._nsq_instr.traces and not self._nsq_handler_mode)
+    def watch_settles(self) -> bool:
+        # while tracing iterated messages, every FIN must reach settled() (ends a span)
+        return self._instr.traces and not self._handler_mode
 
-    @_watch_fin.setter
-    def _watch_fin(self, value: bool) -> None:
-        self._nsq_watch = value
+    def wrap_handler(self, handler: Callable[[Any], Any], is_async: bool) -> Callable[[Any], Any]:
+        wrapped: Callable[[Any], Any] | None = guarded(
+            "wrap handler", wrap_handler, self._client, handler, is_async
+        )
+        return handler if wrapped is None else wrapped
 
-    def set_message_handler(self, handler: Any, **options: Any) -> None:
-        if callable(handler):
-            handler = wrap_handler(self, handler, _is_async(handler))
-        super().set_message_handler(handler, **options)  # type: ignore[misc]
-        self._nsq_handler_mode = True
+    def handler_mode(self, on: bool) -> None:
+        self._handler_mode = on
 
-    def clear_message_handler(self) -> None:
-        super().clear_message_handler()  # type: ignore[misc]
-        self._nsq_handler_mode = False
+    def delivered(self, messages: list[Any]) -> None:
+        if self._instr.traces and not self._handler_mode:
+            guarded("delivery spans", self._delivered, messages)
 
-    def _on_messages(self, conn: Any, messages: list[Any]) -> None:
-        if self._nsq_instr.traces and not self._nsq_handler_mode:
-            guarded("delivery spans", self._nsq_delivered, messages)
-        super()._on_messages(conn, messages)  # type: ignore[misc]
-
-    def _nsq_delivered(self, messages: list[Any]) -> None:
-        spans = self._nsq_spans
-        attrs = _process_attributes(self, None)
+    def _delivered(self, messages: list[Any]) -> None:
+        spans = self._spans
+        client = self._client
+        attrs = _process_attributes(client, None)
         for msg in messages:
-            spans[msg] = _start_process(self, msg, attrs)
+            spans[msg] = _start_process(client, msg, attrs)
 
-    def _on_message_result(self, conn: Any, msg: Any, fin: bool, backoff: bool) -> None:
-        guarded("settle", self._nsq_settled, msg, fin, backoff)
-        super()._on_message_result(conn, msg, fin, backoff)  # type: ignore[misc]
+    def settled(self, msg: Any, fin: bool, backoff: bool) -> None:
+        guarded("settle", self._settled, msg, fin, backoff)
 
-    def _nsq_settled(self, msg: Any, fin: bool, backoff: bool) -> None:
-        instr = self._nsq_instr
+    def _settled(self, msg: Any, fin: bool, backoff: bool) -> None:
+        instr = self._instr
+        client = self._client
         if not fin and instr.metrics:
-            running = getattr(self, "state", None)
+            running = getattr(client, "state", None)
             closing = running is not None and running.value != "running"
             reason = "close" if closing else ("handler_failure" if backoff else "neutral")
-            keys: dict[str, Any] = self.__dict__.setdefault("_nsq_requeue_keys", {})
+            keys: dict[str, Any] = client.__dict__.setdefault("_nsq_requeue_keys", {})
             key = keys.get(reason)
             if key is None:
-                attrs = consumer_attributes(self.topic, self.channel)  # type: ignore[attr-defined]
+                attrs = consumer_attributes(client.topic, client.channel)
                 attrs["nsq.requeue.reason"] = reason
                 key = keys[reason] = key_of(attrs)
             instr.requeued.add(1, key)
-        span = self._nsq_spans.pop(msg, None)
+        span = self._spans.pop(msg, None)
         if span is not None:
             span.set_attribute("nsq.message.outcome", "fin" if fin else "req")
             span.end()
 
-    def _on_connection_lost(self, conn: Any, exc: BaseException | None) -> None:
-        if self._nsq_spans:
-            guarded("lost spans", self._nsq_lost, conn)
-        super()._on_connection_lost(conn, exc)  # type: ignore[misc]
+    def connection_lost(self, conn: Any) -> None:
+        if self._spans:
+            guarded("lost spans", self._lost, conn)
 
-    def _nsq_lost(self, conn: Any) -> None:
-        spans = self._nsq_spans
+    def _lost(self, conn: Any) -> None:
+        spans = self._spans
         for msg in list(conn.in_flight.values()):
             span = spans.pop(msg, None)
             if span is not None:
@@ -501,22 +384,3 @@ class _ReaderMixin:
                 span.set_attribute("error.type", "connection_lost")
                 span.set_status(StatusCode.ERROR, "the connection to nsqd was lost")
                 span.end()
-
-
-class _SyncReaderMixin:
-    """SyncReader: ``run()``'s handler in a process span (iteration is traced by the core)."""
-
-    def run(self, handler: Any, **options: Any) -> bool:
-        try:
-            core: Any = self.aio  # type: ignore[attr-defined]
-        except Exception:  # closed: run() itself says so
-            core = None
-        if callable(handler):
-            handler = wrap_handler(core if core is not None else self, handler, False)
-        if core is not None:
-            core._nsq_handler_mode = True
-        try:
-            return bool(super().run(handler, **options))  # type: ignore[misc]
-        finally:
-            if core is not None:
-                core._nsq_handler_mode = False

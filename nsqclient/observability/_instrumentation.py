@@ -27,9 +27,8 @@ from opentelemetry import metrics, trace
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from opentelemetry.trace import Tracer
 
-from .. import __version__
+from .. import __version__, observer
 from ..addresses import format_address
-from . import _hook
 
 __all__ = ["SEMCONV_VERSION", "Instrumentation", "Tally", "guarded", "key_of"]
 
@@ -122,14 +121,21 @@ class Instrumentation:
 
         guarded("attach", _clients.attach, self, client)
 
+    def observe(self, client: object) -> observer.Observer | None:
+        """:class:`nsqclient.observer.ObserverFactory`: a new client's observer (called by
+        the client as it is created, once this is installed)."""
+        from . import _clients
+
+        return guarded("attach", _clients.observe, self, client)
+
     def install(self) -> None:
         """Make this the instrumentation every client created from now on attaches to."""
-        _hook.active = self
+        observer.install(self)
 
     def uninstall(self) -> None:
         """Clients created from now on are not instrumented (those attached stay so)."""
-        if _hook.active is self:
-            _hook.active = None
+        if observer.installed() is self:
+            observer.install(None)
 
     # ------------------------------------------------------------------ observed metrics
 

@@ -60,7 +60,7 @@ class PublishTicket:
         self.error: BaseException | None = None
         self.state = _QUEUED
         self._running = False  # ``future`` was set running (it can no longer be cancelled)
-        self._on_sent_done: Callable[[int, bool], None] | None = None  # the Writer's accounting
+        self._on_sent_done: Settle | None = None  # the Writer's settlement
         if future is None:
             self._done: threading.Lock | None = threading.Lock()
             self._done.acquire()
@@ -125,17 +125,17 @@ class PublishTicket:
         return self.state == _DONE
 
     def set_result(self, _reply: bytes) -> None:
-        self._sent_done(True)
+        self._sent_done(None)
         self.complete(None)
 
     def set_exception(self, error: BaseException) -> None:
-        self._sent_done(False)
+        self._sent_done(error)
         self.complete(error)
 
-    def _sent_done(self, ok: bool) -> None:
-        account, self._on_sent_done = self._on_sent_done, None
-        if account is not None:
-            account(self.count, ok)
+    def _sent_done(self, error: BaseException | None) -> None:
+        settle, self._on_sent_done = self._on_sent_done, None
+        if settle is not None:
+            settle(self.count, error)
 
     def complete(self, error: BaseException | None) -> None:
         """Loop side: finish the ticket; ``error`` None means nsqd acknowledged it."""
@@ -159,8 +159,10 @@ class PublishTicket:
             future.set_exception(error)
 
 
-# publish_to(ticket, data, count, timeout) -> sent? (Writer.publish_to)
+# (ticket, data, count, timeout) -> sent? (the core Writer's _publish_to)
 Publish = Callable[["PublishTicket", bytes, int, float], bool]
+# (count, error or None): the core Writer's settlement of a sent ticket (its _publish_done)
+Settle = Callable[[int, BaseException | None], None]
 WaitReady = Callable[[float], Awaitable[None]]
 
 
@@ -170,8 +172,8 @@ class PublishQueue:
     ``publish(ticket, data, count, timeout)`` sends at once and returns True (the connection then
     completes the ticket itself), or returns False when the Writer cannot take the publish now
     (not connected, or ``max_pending_publishes`` reached); the queue then awaits
-    ``wait_ready(timeout)`` and tries again. ``done(count, ok)`` is the Writer's accounting for
-    each sent ticket once complete.
+    ``wait_ready(timeout)`` and tries again. ``done(count, error)`` is the Writer's settlement
+    of each sent ticket once complete.
     """
 
     def __init__(
@@ -179,7 +181,7 @@ class PublishQueue:
         maxsize: int,
         publish: Publish,
         wait_ready: WaitReady,
-        done: Callable[[int, bool], None],
+        done: Settle,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._maxsize = maxsize

@@ -30,7 +30,7 @@ from ..aio.signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
 from ..config import Config
 from ..errors import ClosedError, ConfigError, NSQError
 from ..message import Message
-from ..observability import _hook
+from ..observer import observer_for
 from . import portal
 from .bridge import Empty, ThreadSink, is_live
 from .lifecycle import FacadeLifecycle
@@ -97,8 +97,7 @@ class SyncReader(FacadeLifecycle):
         self._stopping_flag = False  # mirrors _stopping for the iteration fast path
         self._stop_signals: StopSignals | None = None
         self._init_lifecycle()
-        if _hook.active is not None:  # observability.instrument()
-            _hook.active.attach(self)
+        observer_for(self)  # instrument(): registers it (its core Reader reports the events)
 
     def _bind(self, loop_thread: LoopThread) -> None:
         self._reader, self._sink = loop_thread.call(self._setup(loop_thread), _SETUP_TIMEOUT)
@@ -356,6 +355,10 @@ class SyncReader(FacadeLifecycle):
                 "coroutine handler use the asyncio Reader"
             )
         self._check()
+        obs = self._reader._obs  # the core's observer: run()'s handler calls are its handler style
+        if obs is not None:
+            runner = HandlerRunner(obs.wrap_handler(handler, False))
+            obs.handler_mode(True)
         self._portal.check_not_in_loop("SyncReader.run")
         if self._live_workers():
             raise NSQError("run() is already running on this SyncReader")
@@ -395,6 +398,8 @@ class SyncReader(FacadeLifecycle):
             finally:
                 if installed is not None and self._stop_signals is installed:
                     self._restore_signals()
+                if obs is not None:
+                    obs.handler_mode(False)
 
     def _work(self, runner: HandlerRunner) -> None:
         # Workers share one deque (thread-safe appends and pops): a slow handler never sits on

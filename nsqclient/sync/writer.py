@@ -13,12 +13,13 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Unpack, overload
+from functools import partial
+from typing import TYPE_CHECKING, Any, Unpack, overload
 
 from ..aio.options import validate_client_options
 from ..config import Config
 from ..errors import ClosedError
-from ..observability import _hook
+from ..observer import Observer, observer_for
 from ..protocol import commands
 from ..protocol.names import Body, single_body_batch
 from .lifecycle import FacadeLifecycle
@@ -80,8 +81,9 @@ class SyncWriter(FacadeLifecycle):
         self._max_queued = max_queued_publishes
         self._publish_timeout = self.config.sec.publish_timeout
         self._init_lifecycle()
-        if _hook.active is not None:  # observability.instrument()
-            _hook.active.attach(self)
+        #: told of every publish call, in the calling thread (so a span's parent is the
+        #: caller's); the core Writer's tickets settle its counters (see :mod:`nsqclient.observer`)
+        self._obs: Observer | None = observer_for(self)
 
     def _bind(self, loop_thread: LoopThread) -> None:
         """Create the core objects on the (possibly new, after fork) loop thread."""
@@ -92,7 +94,7 @@ class SyncWriter(FacadeLifecycle):
 
         writer = Writer(_checked=self._checked)
         queue = PublishQueue(
-            self._max_queued, writer.publish_to, writer.wait_ready, writer.publish_done
+            self._max_queued, writer._publish_to, writer.wait_ready, writer._publish_done
         )
         return writer, queue
 
@@ -132,6 +134,14 @@ class SyncWriter(FacadeLifecycle):
         self._send(data, count, timeout, future)
         return future
 
+    def _observed_nowait(
+        self, token: Any, future: concurrent.futures.Future[None]
+    ) -> concurrent.futures.Future[None]:
+        obs = self._obs
+        if obs is not None:
+            future.add_done_callback(partial(_settle_future, obs, token))
+        return future
+
     def pub(self, topic: str, body: Body, *, timeout: float | None = None) -> None:
         """Publish one message; returns once nsqd acknowledged it, or raises.
 
@@ -142,8 +152,17 @@ class SyncWriter(FacadeLifecycle):
         raises NotSentTimeoutError.
         Any thread; NSQError if called from the nsqclient loop thread (it would deadlock).
         """
-        core = self._core()
-        self._publish(commands.pub(topic, body, max_msg_size=core.max_msg_size), 1, timeout)
+        obs = self._obs
+        token = None if obs is None else obs.publish_started("pub", topic, 1)
+        try:
+            data = commands.pub(topic, body, max_msg_size=self._core().max_msg_size)
+            self._publish(data, 1, timeout)
+        except BaseException as exc:
+            if obs is not None:
+                obs.publish_settled(token, exc)
+            raise
+        if obs is not None:
+            obs.publish_settled(token, None)
 
     @overload
     @single_body_batch("mpub takes a list of bodies: wrap a single body in a list")
@@ -155,20 +174,42 @@ class SyncWriter(FacadeLifecycle):
     ) -> None:
         """Publish a batch, ``mpub(topic, [a, b])``, atomically (all or none); ``timeout`` and
         errors as :meth:`pub` (a single body instead of a list: InvalidInputError)."""
-        items = commands.batch_bodies(bodies)
-        core = self._core()
-        data = commands.mpub(
-            topic, items, max_msg_size=core.max_msg_size, max_body_size=core.max_body_size
-        )
-        self._publish(data, len(items), timeout)
+        obs = self._obs
+        token = None
+        try:
+            items = commands.batch_bodies(bodies)
+            if obs is not None:
+                token = obs.publish_started("mpub", topic, len(items))
+            core = self._core()
+            data = commands.mpub(
+                topic, items, max_msg_size=core.max_msg_size, max_body_size=core.max_body_size
+            )
+            self._publish(data, len(items), timeout)
+        except BaseException as exc:
+            if obs is not None:
+                if token is None:  # a refused batch of none
+                    token = obs.publish_started("mpub", topic, 0)
+                obs.publish_settled(token, exc)
+            raise
+        if obs is not None:
+            obs.publish_settled(token, None)
 
     def dpub(self, topic: str, delay_ms: int, body: Body, *, timeout: float | None = None) -> None:
         """Publish one message that nsqd delivers after ``delay_ms`` milliseconds.
 
         ``timeout`` and errors as :meth:`pub`.
         """
-        data = commands.dpub(topic, delay_ms, body, max_msg_size=self._core().max_msg_size)
-        self._publish(data, 1, timeout)
+        obs = self._obs
+        token = None if obs is None else obs.publish_started("dpub", topic, 1)
+        try:
+            data = commands.dpub(topic, delay_ms, body, max_msg_size=self._core().max_msg_size)
+            self._publish(data, 1, timeout)
+        except BaseException as exc:
+            if obs is not None:
+                obs.publish_settled(token, exc)
+            raise
+        if obs is not None:
+            obs.publish_settled(token, None)
 
     def pub_nowait(
         self, topic: str, body: Body, *, timeout: float | None = None
@@ -179,8 +220,16 @@ class SyncWriter(FacadeLifecycle):
         future withdraws the publish while it waits in the queue; once it is being sent,
         ``cancel()`` returns False (as for any running future).
         """
-        data = commands.pub(topic, body, max_msg_size=self._core().max_msg_size)
-        return self._publish_nowait(data, 1, timeout)
+        obs = self._obs
+        token = None if obs is None else obs.publish_started("pub", topic, 1)
+        try:
+            data = commands.pub(topic, body, max_msg_size=self._core().max_msg_size)
+            future = self._publish_nowait(data, 1, timeout)
+        except BaseException as exc:
+            if obs is not None:
+                obs.publish_settled(token, exc)
+            raise
+        return self._observed_nowait(token, future)
 
     @overload
     @single_body_batch("mpub_nowait takes a list of bodies: wrap a single body in a list")
@@ -199,19 +248,39 @@ class SyncWriter(FacadeLifecycle):
         Bad input (a single body, an empty batch, a body over the size limits) raises before
         anything is queued.
         """
-        items = commands.batch_bodies(bodies)
-        core = self._core()
-        data = commands.mpub(
-            topic, items, max_msg_size=core.max_msg_size, max_body_size=core.max_body_size
-        )
-        return self._publish_nowait(data, len(items), timeout)
+        obs = self._obs
+        token = None
+        try:
+            items = commands.batch_bodies(bodies)
+            if obs is not None:
+                token = obs.publish_started("mpub", topic, len(items))
+            core = self._core()
+            data = commands.mpub(
+                topic, items, max_msg_size=core.max_msg_size, max_body_size=core.max_body_size
+            )
+            future = self._publish_nowait(data, len(items), timeout)
+        except BaseException as exc:
+            if obs is not None:
+                if token is None:  # a refused batch of none
+                    token = obs.publish_started("mpub", topic, 0)
+                obs.publish_settled(token, exc)
+            raise
+        return self._observed_nowait(token, future)
 
     def dpub_nowait(
         self, topic: str, delay_ms: int, body: Body, *, timeout: float | None = None
     ) -> concurrent.futures.Future[None]:
         """Like :meth:`pub_nowait` for a message nsqd delivers after ``delay_ms`` milliseconds."""
-        data = commands.dpub(topic, delay_ms, body, max_msg_size=self._core().max_msg_size)
-        return self._publish_nowait(data, 1, timeout)
+        obs = self._obs
+        token = None if obs is None else obs.publish_started("dpub", topic, 1)
+        try:
+            data = commands.dpub(topic, delay_ms, body, max_msg_size=self._core().max_msg_size)
+            future = self._publish_nowait(data, 1, timeout)
+        except BaseException as exc:
+            if obs is not None:
+                obs.publish_settled(token, exc)
+            raise
+        return self._observed_nowait(token, future)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -297,3 +366,9 @@ async def _stats(writer: Writer, queue: PublishQueue) -> SyncWriterStats:
     core = writer.stats()
     # the Writer counts what it was handed; what failed in the queue before that is counted there
     return {**core, "failed": core["failed"] + queue.failures, "queued": len(queue)}
+
+
+def _settle_future(obs: Observer, token: Any, future: concurrent.futures.Future[None]) -> None:
+    obs.publish_settled(
+        token, concurrent.futures.CancelledError() if future.cancelled() else future.exception()
+    )

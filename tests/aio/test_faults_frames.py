@@ -112,7 +112,7 @@ async def test_writer_protocol_error_on_a_response_that_is_not_ok(
         with pytest.raises(ProtocolError) as info:
             await asyncio.wait_for(writer.pub(topic, b"damaged ack"), DEADLINE)
         assert "OK" in str(info.value)
-        assert writer.failed == 1 and writer.published == 1
+        assert writer.stats()["failed"] == 1 and writer.stats()["published"] == 1
         await wait_replaced(lambda: writer.connections, first)
         await writer.pub(topic, b"after", timeout=DEADLINE)
     # nsqd did store the one whose ack was damaged: "may or may not have been published"

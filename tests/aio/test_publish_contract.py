@@ -36,7 +36,7 @@ async def test_mpub_takes_any_iterable_of_bodies(nsqd: NsqdProcess, stats: Stats
         await writer.mpub(topic, (b"c", bytearray(b"d")))
         await writer.mpub(topic, (b for b in [b"e", b"f", b"g"]), timeout=5)
         assert await stats.message_count(nsqd, topic) == 7
-        assert writer.published == 7
+        assert writer.stats()["published"] == 7
 
 
 @pytest.mark.parametrize("single", SINGLE_BODIES, ids=lambda b: type(b).__name__)
@@ -134,7 +134,7 @@ async def test_a_publish_waiting_for_a_slot_times_out_as_never_sent(
             with pytest.raises((NSQTimeoutError, ConnectionClosedError)) as info:
                 await asyncio.wait_for(first, DEADLINE)
             assert info.value.sent is True and not isinstance(info.value, NotSentTimeoutError)
-        assert writer.failed == 2
+        assert writer.stats()["failed"] == 2
         await writer.pub(topic, b"after", timeout=DEADLINE)
         count = await stats.message_count(nsqd, topic)
         bodies = [m.body for m in await consume(nsqd, topic, unique("c"), count)]
@@ -146,4 +146,4 @@ async def test_no_connection_is_never_sent() -> None:
         with pytest.raises(NoConnectionsError) as info:
             await asyncio.wait_for(writer.pub(unique(), b"x", timeout=0.2), DEADLINE)
         assert info.value.sent is False
-        assert writer.failed == 1
+        assert writer.stats()["failed"] == 1

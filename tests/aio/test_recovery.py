@@ -94,7 +94,7 @@ async def test_fifty_waiting_publishes_share_one_dial(nsqd: NsqdProcess, proxy: 
             stall.undo()
         await asyncio.wait_for(asyncio.gather(*pubs), DEADLINE)
         assert dials(proxy) == before + 1
-        assert writer.published == 50
+        assert writer.stats()["published"] == 50
     finally:
         await writer.close()
 

@@ -99,8 +99,8 @@ async def test_pub_mpub_dpub_resolve_once_nsqd_stored_them(nsqd: NsqdProcess, st
         # the topic kept "bytes" until the channel existed; the DPUB is held back
         chan = await wait_for(settled, what="13 copied to the channel, 1 of them deferred")
         assert chan["depth"] == 12
-        assert writer.stats()["published"] == 13 == writer.published
-        assert writer.failed == 0
+        assert writer.stats()["published"] == 13 == writer.stats()["published"]
+        assert writer.stats()["failed"] == 0
 
 
 async def test_invalid_input_is_refused_before_anything_is_sent(
@@ -150,7 +150,7 @@ async def test_publish_to_a_frozen_nsqd_times_out(nsqd: NsqdProcess, stats: Stat
             with pytest.raises(NSQTimeoutError) as info:
                 await asyncio.wait_for(writer.pub(topic, b"late", timeout=0.3), DEADLINE)
             assert info.value.address == nsqd.tcp_address
-            assert writer.failed == 1 and writer.outstanding == 0
+            assert writer.stats()["failed"] == 1 and writer.outstanding == 0
         # the late reply is consumed in order; the same connection keeps working
         await writer.pub(topic, b"after", timeout=DEADLINE)
         assert writer.connections == [conn]
@@ -203,7 +203,7 @@ async def test_no_nsqd_reachable(nsqd_factory: Any, stats: Stats) -> None:
         assert f"127.0.0.1:{port}" in str(info.value)
         assert isinstance(info.value.__cause__, ConnectError)
         assert info.value.__cause__.address == f"127.0.0.1:{port}"
-        assert writer.failed == 1
+        assert writer.stats()["failed"] == 1
 
         # nsqd appears on that port: the background reconnect finds it
         nsqd = nsqd_factory(tcp_port=port)
@@ -261,7 +261,8 @@ async def test_error_frame_fails_exactly_its_publish_and_the_writer_reconnects(
         assert results[0] is None
         assert isinstance(results[1], BadMessageError), results[1]
         assert results[2:] == [None] * 5
-        assert writer.failed == 1 and writer.published == 6 and writer.resent == 5
+        stats = writer.stats()
+        assert stats["failed"] == 1 and stats["published"] == 6 and stats["resent"] == 5
         await writer.pub(topic, b"after reconnect", timeout=DEADLINE)
         assert only_connection(writer) is not first
     assert await stats.message_count(nsqd, topic) == 7

@@ -42,7 +42,7 @@ async def test_with_no_tcp_connection_every_kind_of_publish_goes_over_http(
         assert fut is not None
         assert await fut == b"OK"
         assert writer.stats()["published_over_http"] == 5
-        assert writer.published == 5 and writer.failed == 0
+        assert writer.stats()["published"] == 5 and writer.stats()["failed"] == 0
         with pytest.raises(InvalidTopicError):  # still refused before anything is sent
             await writer.pub("bad topic!", b"x")
     assert await stats.message_count(nsqd, topic) == 5
@@ -78,7 +78,7 @@ async def test_tcp_is_preferred_and_http_takes_over_only_while_it_is_down(
         await writer.pub(topic, b"tcp again")
         assert writer.published_over_http == 10
         assert await stats.message_count(tcp_node, topic) == 1  # the restarted nsqd's count
-        assert writer.failed == 0
+        assert writer.stats()["failed"] == 0
 
 
 async def test_with_neither_way_up_a_publish_raises_a_typed_error_in_time() -> None:
@@ -92,7 +92,7 @@ async def test_with_neither_way_up_a_publish_raises_a_typed_error_in_time() -> N
         await writer.connect()
         with pytest.raises(NoConnectionsError, match="HTTP fallback"):
             await asyncio.wait_for(writer.pub(unique(), b"x"), 10)
-        assert writer.failed == 1 and writer.published == 0
+        assert writer.stats()["failed"] == 1 and writer.stats()["published"] == 0
         assert writer.outstanding == 0
     finally:
         await writer.close()

@@ -49,7 +49,7 @@ async def test_one_oversized_pub_among_fifty_fails_alone(
         failures = [r for r in results if r is not None]
         assert len(failures) == 1 and isinstance(failures[0], BadMessageError), failures
         assert results[10] is failures[0]
-        assert w.published == 50 and w.failed == 1
+        assert w.stats()["published"] == 50 and w.stats()["failed"] == 1
         assert w.resent >= 1  # the ones pipelined behind it went again
         # nsqd said "2048 > 1024": later oversized bodies are refused before sending
         assert w.max_msg_size == 1024

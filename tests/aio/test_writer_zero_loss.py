@@ -84,7 +84,7 @@ async def test_100k_messages_pub_mpub_dpub_arrive_exactly_once(
                 if len(pending) >= 1024:  # keep a bounded window of publishes in flight
                     await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             await asyncio.wait_for(asyncio.gather(*pending), DEADLINE)
-            assert writer.published == TOTAL and writer.failed == 0
+            assert writer.stats()["published"] == TOTAL and writer.stats()["failed"] == 0
         assert await stats.message_count(nsqd, topic) == TOTAL
 
         await asyncio.wait_for(done.wait(), 60)
