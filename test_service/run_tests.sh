@@ -10,20 +10,32 @@
 # $SECOND_PYTHON if set, else the newest python3.N that runs, from PATH or from pyenv's versions.
 # With CI=true a missing second Python FAILS the run; elsewhere it is a warning.
 #
-# What runs on the second Python, and why. Measured on this 2-core machine (shared, so slower
-# than a CI runner): pytest takes 8.1 min for the whole suite on one Python (one CI run about
-# 9 min with bootstrap, ruff and mypy). Per directory, in seconds: tests/aio 132 (79 of them on
-# real nsqd, 46 on the embedded server), tests/embedded 140, tests/sync 86 (50 real, 35
-# embedded), tests/integration 62 (43 real, 19 embedded), tests/testing 41, tests/benchmark 11,
-# tests/protocol 7, tests/test_service 6, tests/flow 2. The whole suite twice would make about
-# 19 min, with no margin on a busy machine; so the second Python runs the whole suite on ONE
-# backend (--nsq-backend=real): everything but the embedded-server repeats of tests/aio,
-# tests/sync and tests/integration (about 105 s), i.e. about 6.5 min, and the CI run stays near
-# 16-17 min. Since then the fault, CLI and docs tests added about 3 min to each Python, so the
-# second Python also leaves out tests/embedded (the embedded server's own tests, about 140 s):
-# the Python-dependent code that matters is the client's, and that runs in full against real
-# nsqd (the embedded server still runs on the second Python wherever a test uses it, e.g. the
-# docs examples). With extra arguments, both Pythons run exactly those arguments.
+# Parallel workers. pytest runs on pytest-xdist workers (-n $NSQ_TEST_WORKERS, default 4, with
+# --dist worksteal so that the few long tests do not leave workers idle at the end): most tests
+# wait on heartbeats, timeouts and daemons rather than on CPU, so 4 workers pay on 2 cores. Each
+# worker takes daemon ports from a slice of its own (the nsqclient plugin sets
+# $NSQCLIENT_PORT_RANGE per worker), so real nsqd and the embedded server never collide, and a
+# port a test keeps closed is never another worker's daemon. NSQ_TEST_WORKERS=0 runs serially.
+# Measured on this 2-core machine (issue 23): the whole suite on 3.11 took 15.5 min serially
+# and 2,130 s of test time in all; per directory, in worker seconds: tests/aio 653 (real 300,
+# embedded 287), tests/embedded 263, tests/testing 220 (the two demo runs 148), tests/cli 183,
+# tests/sync 162, tests/protocol 148 (hypothesis), tests/flow 91, tests/integration 86,
+# tests/compare 76, tests/benchmark 73, tests/docs 55, the two mypy-running tests 61.
+#
+# What runs on the second Python, and why. The first Python (.venv, 3.11) runs everything, on
+# both backends. The second one exists to catch code that hangs or breaks on an asyncio detail
+# of one version, i.e. the client's I/O code: tests/aio, tests/sync, tests/integration,
+# tests/cli and tests/observability, against real nsqd only (--nsq-backend=real: the embedded
+# repeats test the embedded server, not the client). Left out, because they would test nothing
+# new there: the pure layers (tests/protocol's hypothesis runs, tests/flow: no I/O, no asyncio),
+# the embedded server's own tests (tests/embedded), the test kit (tests/testing, whose demo runs
+# alone take 148 s), the tooling (tests/benchmark, tests/compare, tests/release, the mypy runs),
+# the docs (tests/docs) and tests/test_service (the real-daemon scripts). The second Python took
+# 9.5 min for 1,811 tests serially before; this subset is about 640 worker seconds.
+# Measured after (4 workers, the machine shared with other jobs, load average 3-11): 3.11 runs
+# all 2,658 tests in 9:21-9:22, 3.13 its 797 in 2:43-2:45; the whole CI run 12.5-13.6 min, green
+# also with two CPU hogs beside it (before: about 27 min).
+# With extra arguments, both Pythons run exactly those arguments (plus the workers).
 #
 # pytest's exit status 5 ("no tests collected") counts as a pass only when extra arguments were
 # given (a -k or path that selects nothing on one run is the caller's choice); without arguments
@@ -92,7 +104,10 @@ step mypy "$bin/mypy"
 docs_site="$(mktemp -d)"
 step docs env NO_MKDOCS_2_WARNING=1 "$bin/mkdocs" build --strict --site-dir "$docs_site"
 rm -rf "$docs_site"
-step pytest "$bin/python" -m pytest "$@"
+workers="${NSQ_TEST_WORKERS:-4}"
+parallel=()
+((workers > 0)) && parallel=(-n "$workers" --dist worksteal)
+step pytest "$bin/python" -m pytest "${parallel[@]}" "$@"
 
 # -- the second Python -----------------------------------------------------------------------------
 primary="$(version_of "$bin/python")"
@@ -111,10 +126,11 @@ else
     minor="${second_version%.*}"
     if PYTHON="$second" NSQ_VENV=".venv-$minor" bash test_service/bootstrap.sh; then
         if ((${#pytest_args[@]})); then
-            step "pytest-$minor" "$root/.venv-$minor/bin/python" -m pytest "$@"
+            step "pytest-$minor" "$root/.venv-$minor/bin/python" -m pytest "${parallel[@]}" "$@"
         else
-            step "pytest-$minor" "$root/.venv-$minor/bin/python" -m pytest --nsq-backend=real \
-                --ignore=tests/embedded
+            step "pytest-$minor" "$root/.venv-$minor/bin/python" -m pytest "${parallel[@]}" \
+                --nsq-backend=real tests/aio tests/sync tests/integration tests/cli \
+                tests/observability
         fi
     else
         echo "==> pytest-$minor: FAILED (could not bootstrap .venv-$minor with $second)"

@@ -2,14 +2,14 @@
 
 Fixture names other tests rely on:
 
-* ``nsqd`` (a started nsqd), ``nsqd_factory`` (``nsqd_factory(**kwargs)`` starts one more with
-  :class:`~nsqclient.testing.daemons.NsqdProcess`'s arguments; all are stopped at teardown)
-* ``nsqlookupd``; ``nsq_cluster`` (``.lookupd`` and three ``.nsqds`` registered with it)
+* from the shipped ``nsqclient`` pytest plugin (:mod:`nsqclient.testing.plugin`, the same fixtures
+  users get): ``nsqd``, ``nsqd_factory``, ``nsqlookupd``, ``nsq_cluster`` (three ``.nsqds``: the
+  suite sets ``nsq_cluster_size = 3`` in pyproject.toml), ``nsq_backend`` (``nsq_backend = real``
+  there: outside the two-backend suites the daemons are real), ``nsq_fault_proxy``
 * ``tls_certs`` (session) -> :class:`~nsqclient.testing.certs.CertBundle`
 * ``nsqd_tls`` (TLS offered), ``nsqd_tls_required`` (``--tls-required=true``)
 * ``auth_server`` (:class:`test_service.auth_server.AuthServer`: ``s3cret`` may do everything,
   ``readonly`` may only subscribe), ``nsqd_auth`` (nsqd asking that server)
-* ``nsq_backend``: ``"real"`` or ``"embedded"``, what the daemon fixtures of this test run on.
 
 **Backends.** In the integration suites (``tests/integration/protocol``, ``tests/aio``,
 ``tests/sync``, ``tests/cli``) every test using a daemon fixture runs twice: against real
@@ -19,19 +19,20 @@ one and failing on the other is a bug in the embedded server, unless it relies o
 difference (``nsqclient/testing/embedded/DIFFERENCES.md``); such a test is marked
 ``@pytest.mark.real_nsqd_only(reason=...)`` and runs on real nsqd only. Elsewhere (e.g.
 ``tests/test_service``, which tests the real-daemon scripts) the fixtures are real only.
-``--nsq-backend=real`` or ``=embedded`` (the pytest plugin's option) runs one backend only.
+``--nsq-backend=real`` or ``=embedded`` (the pytest plugin's option) runs one backend only (the
+tests elsewhere stay on real daemons).
 
 Every daemon is stopped at teardown whatever happened. When a test fails, whatever each daemon
 (from these fixtures or made directly) logged during the test is attached to its report as a
-"daemon logs" section (by the ``nsqclient`` pytest plugin). Missing binaries make the real
-fixtures *fail* (never skip): build them with ``bash test_service/build_nsq.sh``.
+"daemon logs" section (by the plugin). Missing binaries make the real fixtures *fail* (never
+skip): build them with ``bash test_service/build_nsq.sh``. Under pytest-xdist (run_tests.sh runs
+the suite on workers) the plugin gives each worker its own port range.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,6 @@ import pytest
 
 from nsqclient.testing import backends, plugin
 from nsqclient.testing.certs import CertBundle, make_certs
-from nsqclient.testing.daemons import NsqBinaryNotFound
 from test_service.auth_server import ALLOW_ALL, AuthServer
 
 pytest_plugins = ["pytester"]
@@ -79,7 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def _backends_for(metafunc: pytest.Metafunc) -> list[str] | None:
     path = Path(metafunc.definition.path).resolve()
     if not any(path.is_relative_to(suite) for suite in BOTH_BACKENDS):
-        return None  # fixture default: real
+        return None  # the plugin's default: the ini option nsq_backend = real
     wanted = list(backends.BACKENDS)
     forced = plugin.chosen_backend(metafunc.config)
     if forced in ("real", "embedded"):
@@ -127,92 +127,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "nsq_backend" not in metafunc.fixturenames:
         return
     wanted = _backends_for(metafunc)
+    if wanted is None and plugin.chosen_backend(metafunc.config) not in (None, "real"):
+        wanted = ["real"]  # tests outside the two-backend suites are for real daemons
     if wanted is not None:
         metafunc.parametrize("nsq_backend", wanted, indirect=True)
-
-
-@pytest.fixture
-def nsq_backend(request: pytest.FixtureRequest) -> str:
-    """The backend of this test's daemons (parametrised in the integration suites)."""
-    return str(getattr(request, "param", "real"))
-
-
-# -- daemon logs in failure reports, when the nsqclient plugin is disabled (-p no:nsqclient) --
-
-_log_offsets_key = pytest.StashKey["weakref.WeakKeyDictionary[Any, int]"]()
-
-
-def _plugin_active(config: pytest.Config) -> bool:
-    return config.pluginmanager.has_plugin("nsqclient")
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
-    if not _plugin_active(item.config):
-        item.stash[_log_offsets_key] = plugin._current_offsets()
-    return (yield)
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    report = yield
-    if report.failed and not _plugin_active(item.config):
-        plugin.attach_daemon_logs(report, item.stash.get(_log_offsets_key, None))
-    return report
-
-
-@contextlib.contextmanager
-def _binaries_required() -> Iterator[None]:
-    """Turn a missing binary into a fixture failure with the how-to-build message."""
-    try:
-        yield
-    except NsqBinaryNotFound as exc:  # the installed kit knows no checkout: this suite does
-        build = "In nsqclient's checkout: `bash test_service/build_nsq.sh` builds them."
-        pytest.fail(f"{exc} {build}", pytrace=False)
-
-
-@pytest.fixture
-def nsqd_factory(nsq_backend: str) -> Iterator[NsqdFactory]:
-    created: list[Any] = []
-
-    def make(**kwargs: Any) -> Any:
-        with _binaries_required():
-            nsqd = backends.start_nsqd(nsq_backend, **kwargs)
-        created.append(nsqd)
-        return nsqd
-
-    try:
-        yield make
-    finally:
-        plugin.stop_all(created)
-
-
-@pytest.fixture
-def nsqd(nsqd_factory: NsqdFactory) -> Any:
-    return nsqd_factory()
-
-
-@pytest.fixture
-def nsqlookupd(nsq_backend: str) -> Iterator[Any]:
-    with _binaries_required():
-        lookupd = backends.start_lookupd(nsq_backend)
-    try:
-        yield lookupd
-    finally:
-        lookupd.stop()
-
-
-@pytest.fixture
-def nsq_cluster(nsq_backend: str) -> Iterator[Any]:
-    """One nsqlookupd and three nsqd; lookupd's /nodes lists all three before the test runs."""
-    with _binaries_required():
-        cluster = backends.start_cluster(nsq_backend, nsqd_count=3)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -129,14 +129,37 @@ def _kernel_port() -> int:
     return port
 
 
+PORT_RANGE_ENV = "NSQCLIENT_PORT_RANGE"
+"""``LOW-HIGH``: the ports :func:`free_port` picks from (the pytest plugin gives each xdist
+worker a slice of its own, so parallel workers never pick each other's ports)."""
+
+
+def port_range() -> tuple[int, int]:
+    """The inclusive range :func:`free_port` picks from: ``$NSQCLIENT_PORT_RANGE`` when set, else
+    10000 up to the kernel's ephemeral range."""
+    value = os.environ.get(PORT_RANGE_ENV, "").strip()
+    if value:
+        low_text, _, high_text = value.partition("-")
+        try:
+            low, high = int(low_text), int(high_text)
+        except ValueError:
+            message = f"${PORT_RANGE_ENV}={value!r}: use LOW-HIGH, e.g. 20000-23999"
+            raise ValueError(message) from None
+        if not 1024 <= low < high <= 65535:
+            raise ValueError(f"${PORT_RANGE_ENV}={value!r}: need 1024 <= LOW < HIGH <= 65535")
+        return low, high
+    return 10000, _ephemeral_port_floor() - 1
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free right now and not handed out before by this process.
 
     Ports come from below the kernel's ephemeral range when it leaves room (10000 up to it), so an
     outgoing connection cannot grab the port between this call and the daemon binding it. Another
-    process still can: daemons retry with new ports when the bind fails.
+    process still can: daemons retry with new ports when the bind fails. ``$NSQCLIENT_PORT_RANGE``
+    narrows the range (see :func:`port_range`).
     """
-    low, high = 10000, _ephemeral_port_floor() - 1
+    low, high = port_range()
     with _port_lock:
         for _ in range(500):
             port = _port_random.randint(low, high) if high - low >= 1000 else _kernel_port()

@@ -12,7 +12,8 @@ Fixtures (each stops what it started, even when the test fails):
   ``extra_args=["--msg-timeout=5s"]``);
 * ``nsqlookupd``: one nsqlookupd;
 * ``nsq_cluster``: a lookupd and two nsqd registered with it (``.lookupd``, ``.nsqds``,
-  ``.nsqd_tcp_addresses``, ``.nsqd_http_addresses``);
+  ``.nsqd_tcp_addresses``, ``.nsqd_http_addresses``); another count with the ini option
+  ``nsq_cluster_size = 3`` or a test's ``@pytest.mark.nsq_cluster_size(3)``;
 * ``nsq_backend``: ``"real"`` or ``"embedded"``, the backend those fixtures use;
 * ``nsq_fault_proxy``: a :class:`~nsqclient.testing.FaultProxy` (on its own thread) in front of
   ``nsqd``: give clients ``nsq_fault_proxy.address``; ``nsq_fault_proxy_factory(upstream)``
@@ -20,13 +21,16 @@ Fixtures (each stops what it started, even when the test fails):
 
 Backend: real nsqd/nsqlookupd binaries when they can be found (``$NSQ_BIN_DIR``, else
 ``$PATH``), else the embedded in-process server. Force one with ``pytest
---nsq-backend=real|embedded|auto`` or ``NSQCLIENT_BACKEND`` (the option wins). A conftest
-fixture of the same name overrides the plugin's, as usual in pytest. When a test fails, what
-its daemons logged during it is attached to the report.
+--nsq-backend=real|embedded|auto`` or ``NSQCLIENT_BACKEND`` (the option wins), or set a default with the ini option ``nsq_backend``; a
+test parametrised over ``nsq_backend`` (``indirect=True``) runs on each backend it names. A
+conftest fixture of the same name overrides the plugin's, as usual in pytest. When a test fails,
+what its daemons logged during it is attached to the report. Under pytest-xdist each worker picks
+daemon ports from a slice of its own (``$NSQCLIENT_PORT_RANGE``), so workers never collide.
 """
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
@@ -48,6 +52,9 @@ __all__ = [
 ]
 
 OPTION = "--nsq-backend"
+CLUSTER_SIZE_INI = "nsq_cluster_size"
+BACKEND_INI = "nsq_backend"
+_SLICED_ENV = "NSQCLIENT_PORT_RANGE_WORKER"
 LOG_LINES = 200
 _log_offsets = pytest.StashKey["weakref.WeakKeyDictionary[Server, int]"]()
 
@@ -63,6 +70,47 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "the embedded in-process server, or auto (real when found; default, or "
         "$NSQCLIENT_BACKEND)",
     )
+    parser.addini(
+        BACKEND_INI,
+        "the backend when neither --nsq-backend nor $NSQCLIENT_BACKEND says: real, embedded "
+        "or auto (default)",
+        default="auto",
+    )
+    parser.addini(
+        CLUSTER_SIZE_INI,
+        "how many nsqd the nsq_cluster fixture starts (default 2; a test's "
+        "@pytest.mark.nsq_cluster_size(n) wins)",
+        default="2",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "nsq_cluster_size(n): the nsq_cluster fixture of this test starts n nsqd (default 2)",
+    )
+    _own_port_slice()
+
+
+def _own_port_slice() -> None:
+    """Under pytest-xdist, give this worker its own slice of the port range, so that daemons of
+    parallel workers never pick the same port (nor a port another test counts on being closed)."""
+    worker, count = (
+        os.environ.get("PYTEST_XDIST_WORKER", ""),
+        os.environ.get("PYTEST_XDIST_WORKER_COUNT", ""),
+    )
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit()):
+        return
+    from ._process import PORT_RANGE_ENV, port_range
+
+    if os.environ.get(_SLICED_ENV) == worker:
+        return  # already this worker's slice (a pytester run inside the worker)
+    index, workers = int(worker[2:]), max(int(count), 1)
+    low, high = port_range()  # the whole range (inherited from the controller), sliced once
+    size = (high - low + 1) // workers
+    start = low + index * size
+    os.environ[PORT_RANGE_ENV] = f"{start}-{start + size - 1}"
+    os.environ[_SLICED_ENV] = worker
 
 
 def chosen_backend(config: pytest.Config) -> str | None:
@@ -72,8 +120,6 @@ def chosen_backend(config: pytest.Config) -> str | None:
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
-    import os
-
     from .backends import BACKEND_ENV
 
     choice = chosen_backend(config)
@@ -145,10 +191,19 @@ def attach_daemon_logs(
 
 @pytest.fixture
 def nsq_backend(request: pytest.FixtureRequest) -> str:
-    """``"real"`` or ``"embedded"``: what the NSQ fixtures of this test run on."""
-    from .backends import resolve_backend
+    """``"real"`` or ``"embedded"``: what the NSQ fixtures of this test run on.
 
-    return resolve_backend(chosen_backend(request.config))
+    A test parametrised with ``nsq_backend`` (``indirect=True``) gets its parameter, e.g. to run
+    on both backends; otherwise ``--nsq-backend``, then ``$NSQCLIENT_BACKEND``, then the
+    ``nsq_backend`` ini option (``auto`` unless set) decide.
+    """
+    from .backends import BACKEND_ENV, resolve_backend
+
+    param = getattr(request, "param", None)
+    if param is not None:
+        return resolve_backend(str(param))
+    choice = chosen_backend(request.config) or os.environ.get(BACKEND_ENV)
+    return resolve_backend(choice or str(request.config.getini(BACKEND_INI)))
 
 
 def _start(make: Callable[[], Any]) -> Any:
@@ -197,12 +252,29 @@ def nsqlookupd(nsq_backend: str) -> Iterator[LookupdServer]:
         lookupd.stop()
 
 
+def cluster_size(request: pytest.FixtureRequest) -> int:
+    """The nsqd count for ``nsq_cluster``: the test's marker, else the ini option."""
+    marker = request.node.get_closest_marker("nsq_cluster_size")
+    value = marker.args[0] if marker is not None and marker.args else None
+    if value is None:
+        value = request.config.getini(CLUSTER_SIZE_INI)
+    count = int(value)
+    if count < 1:
+        raise pytest.UsageError(f"nsq_cluster_size must be at least 1, not {value!r}")
+    return count
+
+
 @pytest.fixture
-def nsq_cluster(nsq_backend: str) -> Iterator[ClusterServer]:
-    """A lookupd and two nsqd registered with it (lookupd lists both before the test runs)."""
+def nsq_cluster(nsq_backend: str, request: pytest.FixtureRequest) -> Iterator[ClusterServer]:
+    """A lookupd and two nsqd registered with it (lookupd lists every nsqd before the test runs).
+
+    How many nsqd: the test's ``@pytest.mark.nsq_cluster_size(n)``, else the ``nsq_cluster_size``
+    ini option, else 2.
+    """
     from .backends import start_cluster
 
-    cluster: ClusterServer = _start(lambda: start_cluster(nsq_backend, nsqd_count=2))
+    count = cluster_size(request)
+    cluster: ClusterServer = _start(lambda: start_cluster(nsq_backend, nsqd_count=count))
     try:
         yield cluster
     finally:

@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -26,14 +25,11 @@ from nsqclient.http import NsqdHTTPClient
 from nsqclient.message import Message
 from nsqclient.protocol.identify import IdentifyOptions
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import frozen as frozen
+from tests.support import unique as unique
 
 DEADLINE = 15.0  # seconds any condition may take before the test fails
 POLL = 0.02
-
-
-def unique(prefix: str = "t") -> str:
-    """A topic or channel name no other test uses."""
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 async def wait_for(
@@ -58,17 +54,6 @@ async def wait_for(
         if loop.time() >= deadline:
             pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
         await asyncio.sleep(POLL)
-
-
-@contextlib.contextmanager
-def frozen(nsqd: NsqdProcess) -> Iterator[None]:
-    """Freeze nsqd for the duration of the block (thawed afterwards, whatever happened): SIGSTOP
-    for a real nsqd, a parked loop thread for the embedded one. Returns once it is frozen."""
-    nsqd.freeze()
-    try:
-        yield
-    finally:
-        nsqd.thaw()
 
 
 class Stats:

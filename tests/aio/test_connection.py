@@ -553,13 +553,13 @@ async def test_without_heartbeats_silence_while_a_reply_is_awaited_is_fatal(
 async def test_a_large_burst_is_flow_controlled_not_timed_out(
     nsqd: NsqdProcess, stats: Stats, codec: dict[str, bool]
 ) -> None:
-    """100 MB queued at once with a short write_timeout: nsqd reads steadily, so the write
-    pause, seconds in all, must not be mistaken for a dead peer (and the send buffer must not
-    go quadratic). 300 ms rather than the 100 ms minimum: on a loaded 2-core machine nsqd
-    itself is sometimes descheduled for over 100 ms, which the option rightly calls a stall."""
+    """100 MB queued at once with write_timeout far shorter than the burst takes: nsqd reads
+    steadily, so the write pause must not be mistaken for a dead peer (and the send buffer must
+    not go quadratic). 1 s, not the 100 ms minimum: the embedded server shares this process's
+    CPU, and on a busy machine it may not be scheduled for 100 ms."""
     topic = unique()
     body = _body(1_000_000, 5)
-    async with connected(nsqd, write_timeout=300, **codec) as conn:
+    async with connected(nsqd, write_timeout=1000, **codec) as conn:
         futures = [conn.request(pub(topic, body), timeout=30) for _ in range(100)]
         assert await asyncio.wait_for(asyncio.gather(*futures), DEADLINE) == [b"OK"] * 100
     assert await stats.message_count(nsqd, topic) == 100

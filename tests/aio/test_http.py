@@ -14,7 +14,6 @@ import socket
 import ssl
 import struct
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -39,6 +38,7 @@ from nsqclient.http import (
 )
 from nsqclient.testing.certs import CertBundle
 from nsqclient.testing.daemons import free_port
+from tests.support import unique
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -87,11 +87,6 @@ async def http(flavour: str, nsqd: Any) -> AsyncIterator[Either]:
     client = open_nsqd(flavour, nsqd.http_address)
     yield client
     await client.close()
-
-
-def unique(prefix: str = "t") -> str:
-    """Names unique per test, so shared daemons never mix tests' topics."""
-    return f"{prefix}_{uuid.uuid4().hex[:12]}"
 
 
 async def wait_for(probe: Callable[[], Awaitable[Any]], check: Callable[[Any], bool]) -> Any:

@@ -16,18 +16,15 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
 import pytest
 
+from tests.support import unique as unique
+
 DEADLINE = 15.0
 ADDRESS_VARS = ("NSQD_TCP_ADDRESSES", "NSQD_HTTP_ADDRESSES", "NSQLOOKUPD_HTTP_ADDRESSES")
-
-
-def unique(prefix: str = "t") -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 def clean_env(**extra: str) -> dict[str, str]:

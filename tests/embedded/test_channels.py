@@ -80,7 +80,9 @@ async def test_ephemeral_overflow_is_dropped(make_nsqd: Factory) -> None:
 
 async def test_pause_and_unpause_topic_and_channel(make_nsqd: Factory) -> None:
     server = make_nsqd()
-    sub = await consumer(server, "pause", "c", 10)
+    # heartbeats far apart: the raw client answers them only while it reads, and on a busy
+    # machine the steps below may take longer than two 1 s heartbeats
+    sub = await consumer(server, "pause", "c", 10, heartbeat_interval=30000)
     pub = await publisher(server)
     assert (
         await http(server, "POST", "/topic/pause", params={"topic": "pause"})

@@ -265,7 +265,8 @@ async def test_dpub_defers_in_each_channel(make_nsqd: Factory) -> None:
     server = make_nsqd()
     sub = await consumer(server, "dpub", "c", 1)
     pub = await publisher(server)
-    pub.send(b"DPUB dpub 1000\n\x00\x00\x00\x01x")
+    # deferred long enough that polling the stats sees it deferred, even on a busy machine
+    pub.send(b"DPUB dpub 3000\n\x00\x00\x00\x01x")
     assert await pub.response() == b"OK"
     channel = await wait_for(
         lambda: channel_stats(server, "dpub", "c"), lambda c: c["deferred_count"] == 1

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -17,16 +15,13 @@ import pytest
 from nsqclient.message import Message
 from nsqclient.sync import SyncReader
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import frozen as frozen
+from tests.support import unique as unique
 
 T = TypeVar("T")
 
 DEADLINE = 20.0  # seconds any condition may take before the test fails
 POLL = 0.02
-
-
-def unique(prefix: str = "t") -> str:
-    """A topic or channel name no other test uses."""
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 def wait_for(predicate: Callable[[], T], timeout: float = DEADLINE, what: str = "condition") -> T:
@@ -99,14 +94,3 @@ def drain_bodies(
         extra = reader.get(timeout=0.3)  # a bounded look for duplicates (not a timing check)
         assert extra is None, f"unexpected extra message {extra!r}"
     return bodies
-
-
-@contextmanager
-def frozen(nsqd: NsqdProcess) -> Iterator[None]:
-    """Freeze nsqd for the duration (thawed whatever happens): SIGSTOP for a real nsqd, a parked
-    loop thread for the embedded one; returns once it is really frozen."""
-    nsqd.freeze()
-    try:
-        yield
-    finally:
-        nsqd.thaw()

@@ -35,7 +35,10 @@ def inner(
     # the inner run's folder is outside the checkout, so the binaries this run uses are named
     monkeypatch.setenv("NSQ_BIN_DIR", bin_dir)
     pytester.makeconftest(CONFTEST.read_text())
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makeini(
+        "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+        "nsq_backend = real\nnsq_cluster_size = 3\n"  # as the suite's pyproject.toml says
+    )
     return pytester
 
 

@@ -85,7 +85,8 @@ def test_frozen_nsqd_accepts_but_answers_nothing_until_thawed(server: Any) -> No
         conn.read_until(lambda e: e is HEARTBEAT)  # heartbeats flow before the freeze
         # nsqd re-arms its read deadline (2 heartbeats) as it starts reading each command. A NOP
         # has no reply, so a freeze could land before nsqd read it and leave the deadline armed
-        # at IDENTIFY's time, already past at the thaw; a PUB's OK proves the read happened.
+        # at IDENTIFY's time, already past at the thaw; a PUB's OK proves the read (and re-arm)
+        # happened.
         conn.send(commands.pub("t", b"before the freeze"))
         conn.read_until(is_ok)
         server.freeze()

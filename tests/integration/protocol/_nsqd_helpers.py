@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import ssl
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from nsqclient.protocol import IdentifyOptions
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import unique as unique
 
 T = TypeVar("T")
 
@@ -23,10 +23,6 @@ def options(**kwargs: Any) -> IdentifyOptions:
     kwargs.setdefault("hostname", "rawconn.test")
     kwargs.setdefault("user_agent", "nsqclient-tests/rawconn")
     return IdentifyOptions(**kwargs)
-
-
-def unique(prefix: str = "t") -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 def ca_context(ca_cert: Path) -> ssl.SSLContext:
