@@ -22,10 +22,11 @@ Fixtures (each stops what it started, even when the test fails):
 Backend: real nsqd/nsqlookupd binaries when they can be found (``$NSQ_BIN_DIR``, else
 ``$PATH``), else the embedded in-process server. Force one with ``pytest
 --nsq-backend=real|embedded|auto`` or ``NSQCLIENT_BACKEND`` (the option wins), or set a
-default with the ini option ``nsq_backend``; a test parametrised over ``nsq_backend`` (``indirect=True``) runs on each backend it names. A
-conftest fixture of the same name overrides the plugin's, as usual in pytest. When a test fails,
-what its daemons logged during it is attached to the report. Under pytest-xdist each worker picks
-daemon ports from a slice of its own (``$NSQCLIENT_PORT_RANGE``), so workers never collide.
+default with the ini option ``nsq_backend``; a test parametrised over ``nsq_backend``
+(``indirect=True``) runs on each backend it names. A conftest fixture of the same name
+overrides the plugin's, as usual in pytest. When a test fails, what its daemons logged during
+it is attached to the report. Under pytest-xdist each worker picks daemon ports from a slice
+of its own (``$NSQCLIENT_PORT_RANGE``), so workers never collide.
 """
 
 from __future__ import annotations
