@@ -53,6 +53,9 @@ __all__ = [
 ]
 
 OPTION = "--nsq-backend"
+#: ini: a sentence added to the missing-binaries failure (how this project gets its binaries)
+BINARIES_HINT_INI = "nsq_binaries_hint"
+_binaries_hint = ""
 CLUSTER_SIZE_INI = "nsq_cluster_size"
 BACKEND_INI = "nsq_backend"
 _SLICED_ENV = "NSQCLIENT_PORT_RANGE_WORKER"
@@ -83,9 +86,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "@pytest.mark.nsq_cluster_size(n) wins)",
         default="2",
     )
+    parser.addini(
+        BINARIES_HINT_INI,
+        "added to the error when nsqd/nsqlookupd binaries are not found, e.g. how this "
+        "project builds them",
+        default="",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    global _binaries_hint
+    _binaries_hint = str(config.getini(BINARIES_HINT_INI)).strip()
     config.addinivalue_line(
         "markers",
         "nsq_cluster_size(n): the nsq_cluster fixture of this test starts n nsqd (default 2)",
@@ -213,7 +224,7 @@ def _start(make: Callable[[], Any]) -> Any:
     try:
         return make()
     except NsqBinaryNotFound as exc:  # only with the real backend forced
-        pytest.fail(str(exc), pytrace=False)
+        pytest.fail(f"{exc} {_binaries_hint}".strip(), pytrace=False)
 
 
 @pytest.fixture

@@ -261,8 +261,8 @@ async def test_error_frame_fails_exactly_its_publish_and_the_writer_reconnects(
         assert results[0] is None
         assert isinstance(results[1], BadMessageError), results[1]
         assert results[2:] == [None] * 5
-        stats = writer.stats()
-        assert stats["failed"] == 1 and stats["published"] == 6 and stats["resent"] == 5
+        counts = writer.stats()
+        assert counts["failed"] == 1 and counts["published"] == 6 and counts["resent"] == 5
         await writer.pub(topic, b"after reconnect", timeout=DEADLINE)
         assert only_connection(writer) is not first
     assert await stats.message_count(nsqd, topic) == 7

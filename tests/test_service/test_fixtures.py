@@ -38,6 +38,8 @@ def inner(
     pytester.makeini(
         "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
         "nsq_backend = real\nnsq_cluster_size = 3\n"  # as the suite's pyproject.toml says
+        "nsq_binaries_hint = In nsqclient's checkout: `bash test_service/build_nsq.sh` builds"
+        " them.\n"
     )
     return pytester
 
