@@ -18,7 +18,10 @@ The round trip is the IDENTIFY one, raised by how long the first delivery after 
 
 * Nobody hot and every connection fits: go-nsq's even split (``max_in_flight // n`` each).
 * Some hot: at most ``max(1, max_in_flight // 16)`` RDY-1 *probes* turn round the cold
-  connections (one silence window each); the hot ones share the rest evenly.
+  connections (one silence window each); the hot ones share the rest evenly. While probes keep
+  finding messages (each within two windows of the last), their number doubles with each find,
+  so a fleet of busy nsqd is found in a few rounds: more probes than the budget leaves beside
+  the hot means everyone takes turns (below).
 * More connections than the budget allows (hot plus probes above ``max_in_flight``): every
   connection takes RDY-1 turns; a delivering holder keeps its slot for ``_TURN`` silence windows
   (the median connection's, the same for all: equal turns are what keeps the shares fair).
@@ -170,10 +173,17 @@ def plan(
     now: float,
     ordered: Callable[[list[ConnState], Callable[[ConnState], float]], list[ConnState]],
     settled: bool = False,
+    found: int = 0,
+    found_at: float = -float("inf"),
 ) -> tuple[dict[ConnState, int], float | None]:
     """Targets for every connection outside backoff, and when to look again (None: only on
     the next event). Silence is judged only when ``settled`` (in a tick, which the caller runs
-    after reading what its sockets hold: a stalled loop is not a silent nsqd)."""
+    after reading what its sockets hold: a stalled loop is not a silent nsqd).
+
+    ``found``: how many cold connections in a row turned out to have messages, the last at
+    ``found_at``. While that goes on (each within two windows of the last), the probes double
+    with each one found: a fleet of preloaded nsqd is searched in a few rounds, not one
+    window per nsqd, while a lone busy nsqd (probes that come back empty) keeps the budget."""
     targets: dict[ConnState, int] = {}
     elig: list[ConnState] = []
     for c in conns:
@@ -195,7 +205,12 @@ def plan(
         for c in elig:
             targets[c] = min(share, c.max_rdy)
         return targets, None
-    probes = min(len(cold), max(1, budget // _PROBE_FRACTION)) if hot else len(cold)
+    probes = len(cold)
+    if hot:
+        probes = max(1, budget // _PROBE_FRACTION)
+        if found and now - found_at <= 2.0 * hot[0].silence:
+            probes = max(probes, 1 << min(found, 30))
+        probes = min(len(cold), probes)
     idle = 0.0  # how long a cold turn lasts beyond its window while the whole fleet is quiet
     if not hot:
         recent = max(c.last_msg if c.last_msg > c.joined else c.joined for c in elig)

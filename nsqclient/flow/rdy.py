@@ -129,6 +129,8 @@ class RdyController:
         "_backoff_at",
         "_closed",
         "_conns",
+        "_found",
+        "_found_at",
         "_idle_timeout",
         "_level",
         "_low_rdy_timeout",
@@ -170,6 +172,10 @@ class RdyController:
         self._adapt_at: float | None = None  # adaptive: when to look at the connections again
         self._retry_at: float | None = None  # an increase waited for in-flight to drain
         self._rtt = 0.0  # the longest round trip of any connection
+        #: adaptive: cold connections found delivering in a row (each doubles the probes, see
+        #: follow.plan's ``found``), and when the last one was found
+        self._found = 0
+        self._found_at = -float("inf")
         self._rng = rng if rng is not None else random.Random()
         self._conns: dict[Hashable, ConnState] = {}
         self._total = 0
@@ -320,6 +326,9 @@ class RdyController:
         c.hot = True
         if not self._adaptive or self._level or self._closed:
             return _NO_CHANGES
+        # a cold connection had messages: others may too, so probe more of them at once
+        self._found = self._found + 1 if now - self._found_at <= 2.0 * c.silence else 1
+        self._found_at = now
         out: list[RdyChange] = []
         self._decide(now, out)
         return tuple(out) if out else _NO_CHANGES
@@ -453,7 +462,9 @@ class RdyController:
     def _decide(self, now: float, out: list[RdyChange], settled: bool = False) -> None:
         """The adaptive policy outside backoff (:mod:`.follow`): targets, then the next look."""
         conns = list(self._conns.values())
-        targets, at = plan(conns, self._max_in_flight, now, self._ordered, settled)
+        targets, at = plan(
+            conns, self._max_in_flight, now, self._ordered, settled, self._found, self._found_at
+        )
         self._apply(targets, now, out)
         self._adapt_at = at
 

@@ -126,6 +126,26 @@ def test_turns_are_equal_when_some_nsqd_answer_slower() -> None:
     assert h.max_nsqd_in_flight <= k
 
 
+def test_connections_coming_up_one_by_one_are_all_served_within_the_bound() -> None:
+    """As a Reader's dials complete (5 ms apart here), the first nsqd take the budget and turn
+    hot, so the rest are found by probes: with probes doubling while they keep finding
+    messages, the last nsqd's first delivery stays within ceil(n / k) turns of the last join
+    (one probe at a time took 16 windows here, beyond that bound)."""
+    n, k, gap = 64, 16, 0.005
+    h = adaptive(k, seed=11)
+    first: dict[Hashable, float] = {}
+    backlog: dict[Hashable, int] = {}
+    for i in range(n):
+        h.add(f"c{i}")
+        backlog[f"c{i}"] = 20
+        run(h, backlog, gap, first=first)
+    joined = h.now
+    run(h, backlog, 2.0, first=first)
+    assert len(first) == n and not any(backlog.values())
+    assert max(first.values()) - joined <= math.ceil(n / k) * (_TURN + 1) * SILENCE + 4 * STEP
+    assert h.max_nsqd_in_flight <= k
+
+
 def test_more_nsqd_than_max_in_flight_drains_every_one() -> None:
     n, k = 64, 16
     h = adaptive(k, seed=5)
