@@ -174,15 +174,14 @@ def plan(
     ordered: Callable[[list[ConnState], Callable[[ConnState], float]], list[ConnState]],
     settled: bool = False,
     found: int = 0,
-    found_at: float = -float("inf"),
 ) -> tuple[dict[ConnState, int], float | None]:
     """Targets for every connection outside backoff, and when to look again (None: only on
     the next event). Silence is judged only when ``settled`` (in a tick, which the caller runs
     after reading what its sockets hold: a stalled loop is not a silent nsqd).
 
-    ``found``: how many cold connections in a row turned out to have messages, the last at
-    ``found_at``. While that goes on (each within two windows of the last), the probes double
-    with each one found: a fleet of preloaded nsqd is searched in a few rounds, not one
+    ``found``: how many cold connections in a row turned out to have messages, each within two
+    windows of the last (the controller's count, 0 once that stops). The probes double with
+    each one found: a fleet of preloaded nsqd is searched in a few rounds, not one
     window per nsqd, while a lone busy nsqd (probes that come back empty) keeps the budget."""
     targets: dict[ConnState, int] = {}
     elig: list[ConnState] = []
@@ -208,7 +207,7 @@ def plan(
     probes = len(cold)
     if hot:
         probes = max(1, budget // _PROBE_FRACTION)
-        if found and now - found_at <= 2.0 * hot[0].silence:
+        if found:
             probes = max(probes, 1 << min(found, 30))
         probes = min(len(cold), probes)
     idle = 0.0  # how long a cold turn lasts beyond its window while the whole fleet is quiet
@@ -216,25 +215,20 @@ def plan(
         recent = max(c.last_msg if c.last_msg > c.joined else c.joined for c in elig)
         idle = min((now - recent) * _IDLE_PACE, _IDLE_TURN_MAX)
 
+    rotating = len(hot) + probes > budget  # more connections than slots: everyone takes turns
+    # Rotating, a delivering holder's turn is the same length for all (the median window):
+    # turns measured in each one's own window would hand an nsqd whose window grew under load
+    # (a slow first delivery once) longer turns, so more of the messages. Silence is still
+    # judged in each connection's own window.
+    shared = sorted(c.silence for c in elig)[n // 2] * _TURN if rotating else 0.0
+
     def turn(c: ConnState) -> float:
         if c.hot:
-            return c.silence * _TURN
+            return shared if rotating else c.silence * _TURN
         return c.silence if c.silence > idle else idle
 
     at: float | None
-    if len(hot) + probes > budget:  # more connections than slots: everyone takes turns
-        # A delivering holder's turn is the same length for all (the median window): turns
-        # measured in each one's own window would hand an nsqd whose window grew under load
-        # (a slow first delivery once) longer turns, so more of the messages. Silence is
-        # still judged in each connection's own window.
-        windows = sorted(c.silence for c in elig)
-        shared = windows[len(windows) // 2] * _TURN
-
-        def turn(c: ConnState) -> float:
-            if c.hot:
-                return shared
-            return c.silence if c.silence > idle else idle
-
+    if rotating:
         at = _rotate(elig, budget, now, turn, ordered, targets)
         for c in elig:  # a delivering holder also hands its slot on as soon as it drains
             if c.hot and c.rdy > 0 and targets[c] > 0:

@@ -130,7 +130,7 @@ class RdyController:
         "_closed",
         "_conns",
         "_found",
-        "_found_at",
+        "_found_until",
         "_idle_timeout",
         "_level",
         "_low_rdy_timeout",
@@ -173,9 +173,9 @@ class RdyController:
         self._retry_at: float | None = None  # an increase waited for in-flight to drain
         self._rtt = 0.0  # the longest round trip of any connection
         #: adaptive: cold connections found delivering in a row (each doubles the probes, see
-        #: follow.plan's ``found``), and when the last one was found
+        #: follow.plan's ``found``), and until when the run counts (two windows after the last)
         self._found = 0
-        self._found_at = -float("inf")
+        self._found_until = -float("inf")
         self._rng = rng if rng is not None else random.Random()
         self._conns: dict[Hashable, ConnState] = {}
         self._total = 0
@@ -327,8 +327,8 @@ class RdyController:
         if not self._adaptive or self._level or self._closed:
             return _NO_CHANGES
         # a cold connection had messages: others may too, so probe more of them at once
-        self._found = self._found + 1 if now - self._found_at <= 2.0 * c.silence else 1
-        self._found_at = now
+        self._found = self._found + 1 if now <= self._found_until else 1
+        self._found_until = now + 2.0 * c.silence
         out: list[RdyChange] = []
         self._decide(now, out)
         return tuple(out) if out else _NO_CHANGES
@@ -463,7 +463,12 @@ class RdyController:
         """The adaptive policy outside backoff (:mod:`.follow`): targets, then the next look."""
         conns = list(self._conns.values())
         targets, at = plan(
-            conns, self._max_in_flight, now, self._ordered, settled, self._found, self._found_at
+            conns,
+            self._max_in_flight,
+            now,
+            self._ordered,
+            settled,
+            self._found if now <= self._found_until else 0,
         )
         self._apply(targets, now, out)
         self._adapt_at = at
