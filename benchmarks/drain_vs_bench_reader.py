@@ -41,13 +41,13 @@ async def main() -> None:
 asyncio.run(main())
 """
 
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
 def _cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
+    from nsqclient.benchmark.latency import nsqd_cpu_seconds  # utime + stime from /proc
+
+    cpu = nsqd_cpu_seconds(pid)
+    if cpu is None:
+        raise RuntimeError(f"cannot read the CPU time of process {pid} from /proc")
+    return cpu
 
 
 def _sent_out(nsqd: Any, topic: str, total: int) -> tuple[int, bool]:
