@@ -128,6 +128,7 @@ class Durations:
     reconnect_delay: float
     max_reconnect_delay: float
     publish_timeout: float
+    linger: float
     close_timeout: float
     heartbeat_interval: float
     output_buffer_timeout: float
@@ -294,6 +295,15 @@ class Config:
     max_pending_publishes: int = field(default=8_192, metadata=_opt(lo=1, kind=int))
     """Publishes a Writer keeps unacknowledged before callers wait (backpressure). Higher absorbs
     bursts; lower bounds memory and what is in doubt when a connection drops."""
+    coalesce: bool = field(default=False, metadata=_opt(kind=bool))
+    """Writer: send the PUBs to one topic that wait to be written together as one MPUB (nsqd
+    stores it for a fraction of the cost of that many PUBs); each caller still gets its own
+    acknowledgement or error (docs/concepts.md, "Publish coalescing"). DPUB, MPUB and a PUB alone
+    in its loop iteration go as they are."""
+    linger: Duration = field(default=0, metadata=_ms(0, 1_000))
+    """With ``coalesce``: how long the first PUB of a batch waits for others to join it. 0 never
+    waits: it groups only the PUBs already queued in the same loop iteration, so a lone caller
+    sees no added latency."""
 
     def __post_init__(self) -> None:
         for name, opt in _SECONDS_LIKELY:  # first: "did you mean seconds" beats "out of range"

@@ -69,6 +69,8 @@ class ConfigOptions(TypedDict, total=False):
     close_timeout: Duration
     publish_timeout: Duration
     max_pending_publishes: int
+    coalesce: bool
+    linger: Duration
 
 
 ReaderOptions = ConfigOptions

@@ -139,7 +139,15 @@ class WriterStats(TypedDict):
     """Count: publish calls that raised."""
     resent: int
     """Count: publishes sent again because nsqd never executed them (queued behind a refused
-    one)."""
+    one), and after nsqd refused a coalesced MPUB (each of its messages sent again alone)."""
+    coalesced_batches: int
+    """Count: MPUBs sent by coalescing (``coalesce``), each carrying two or more callers' PUBs;
+    the callers' publishes are counted in ``published``/``failed`` as without coalescing."""
+    coalesced_messages: int
+    """Count: the callers' PUBs that went in those MPUBs."""
+    coalesced_split: int
+    """Count: coalesced MPUBs nsqd refused (its whole batch was not stored), whose messages were
+    then sent again alone so that only the offending one fails."""
     outstanding: int
     """Count: publishes sent and awaiting nsqd's reply, right now."""
     max_pending_publishes: int

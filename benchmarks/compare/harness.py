@@ -61,7 +61,19 @@ NSQD_FLAGS = (
 """Flags beyond addresses/data path/node id; everything else (max RDY 2500, msg timeout 60 s,
 output buffer size 16 KiB) is nsqd's default."""
 
-CLIENTS = ("nsqclient-aio", "nsqclient-sync", "asyncnsq", "pynsq", "gnsq", "ansq", "go-nsq")
+CLIENTS = (
+    "nsqclient-aio",
+    "nsqclient-sync",
+    "asyncnsq",
+    "pynsq",
+    "gnsq",
+    "ansq",
+    "go-nsq",
+    "nsqclient-aio-coalesced",
+    "nsqclient-sync-coalesced",
+)
+"""Known clients. The ``-coalesced`` rows are nsqclient with ``coalesce=True`` (concurrent PUBs
+leave as one MPUB; each caller still gets its own acknowledgement), beside the plain rows."""
 PEERS = ("asyncnsq", "pynsq", "gnsq", "ansq")
 KINDS = {
     "pub": "publish",
@@ -89,10 +101,11 @@ def resolve_client(
 ) -> ClientSpec:
     if name in custom:
         return ClientSpec(name, shlex.split(custom[name]))
-    if name in ("nsqclient-aio", "nsqclient-sync"):
-        mode = name.split("-", 1)[1]
+    if name.startswith("nsqclient-") and name in CLIENTS:
+        mode = name.split("-")[1]
         driver = DRIVERS_DIR / "nsqclient_driver.py"
-        return ClientSpec(name, [sys.executable, str(driver), "--mode", mode])
+        extra = ["--coalesce"] if name.endswith("-coalesced") else []
+        return ClientSpec(name, [sys.executable, str(driver), "--mode", mode, *extra])
     if name in PEERS:
         python = peers_dir / name / "bin" / "python"
         if not python.exists():

@@ -553,6 +553,13 @@ class Connection(asyncio.Protocol):
         self._wrest = view[pos:] if pos < end else None
         return self._wrest is None
 
+    def flush_now(self) -> None:
+        """Write what is queued now instead of at the end of this loop iteration: for commands
+        queued from a callback that itself ran at the end of one (the Writer's coalescing), which
+        would otherwise wait an iteration more than a PUB."""
+        if self._flush_scheduled:
+            self._flush()  # the scheduled call then finds nothing to write
+
     def send(self, data: bytes) -> None:
         """Queue a command that gets no reply (RDY, FIN, REQ, TOUCH, NOP)."""
         if self.state is ConnectionState.CLOSED:

@@ -53,6 +53,7 @@ from ..message import _DONE, Message
 from ..observer import Observer, observer_for
 from ..protocol import commands
 from ..protocol.names import Body, single_body_batch
+from .coalesce import Coalescer
 from .connection import Connection, ConnectionState, Pending, ReplyWaiter
 from .fallback import HTTPFallback
 from .nodes import NodeSet
@@ -68,6 +69,7 @@ __all__ = ["Writer"]
 _CONNECTED = ConnectionState.CONNECTED
 _encode_pub = commands.pub
 _check_timeout = commands.check_timeout
+_Future = asyncio.Future
 
 log = logging.getLogger("nsqclient.writer")
 
@@ -146,6 +148,8 @@ class Writer:
         )
         #: publishes nsqd never executed (pipelined behind a fatal error) waiting for a connection
         self._backlog = Backlog(send=self._dispatch, closed=lambda: self._closed)
+        #: PUBs queued together leave as one MPUB (the ``coalesce`` option; made on start)
+        self._coalesce: Coalescer | None = None
         self._published = 0  # messages acknowledged
         self._failed = 0  # publish calls that raised
         #: told of every publish (None: none attached; see :mod:`nsqclient.observer`)
@@ -182,6 +186,8 @@ class Writer:
             if self.is_closed:
                 raise ClosedError("this Writer was closed; create a new one")
             self._loop = asyncio.get_running_loop()
+            if self.config.coalesce and self._coalesce is None:
+                self._coalesce = self._coalescer(self._loop)
             if self._healthy_event is None:
                 self._healthy_event = asyncio.Event()
             try:
@@ -191,6 +197,26 @@ class Writer:
                 await self._nodes.drop_connections()
                 raise
             self._started = True
+
+    def _coalescer(self, loop: asyncio.AbstractEventLoop) -> Coalescer:
+        linger = self.config.sec.linger
+        return Coalescer(
+            loop,
+            linger=linger,
+            # sync tickets of one drain have deadlines microseconds apart: none of a batch is
+            # timed out more than this early (1% of the publish timeout, or ``linger``)
+            tolerance=max(linger, 0.01 * self._publish_timeout),
+            dispatch=self._dispatch,
+            keep=lambda item: self._resend((item,)),
+            resend=self._resend,
+            max_body_size=self._max_body_size,
+            max_msg_size=self._max_msg_size,
+            flush_writes=self._flush_writes,
+        )
+
+    def _flush_writes(self) -> None:
+        for conn in self._healthy:
+            conn.flush_now()
 
     async def __aenter__(self) -> Writer:
         await self.connect()
@@ -229,6 +255,9 @@ class Writer:
         self._max_msg_size, self._max_body_size = learn_limit(
             error, self._max_msg_size, self._max_body_size
         )
+        co = self._coalesce
+        if co is not None:
+            co.max_body_size, co.max_msg_size = self._max_body_size, self._max_msg_size
         if unexecuted:
             self._resend(unexecuted)
         return True
@@ -287,6 +316,23 @@ class Writer:
         except BaseException as exc:
             self._refused(exc, token)
             raise
+        co = self._coalesce
+        if co is not None:  # coalescing: the same admission, settlement and errors
+            if self._started and not self._closed and self._outstanding < self._max_pending:
+                healthy = self._healthy
+                if (len(healthy) == 1 and healthy[0].state is _CONNECTED) or self._pick():
+                    self._outstanding += 1
+                    fut: asyncio.Future[bytes] = _Future(loop=self._loop)
+                    co.add(topic, fut, data, self._publish_timeout if timeout is None else timeout)
+                    try:
+                        await fut
+                    except BaseException as exc:
+                        self._settle(1, exc, token)
+                        raise
+                    self._settle(1, None, token)
+                    return
+            await self._publish_slow(data, 1, timeout, token, topic)
+            return
         # the hot path, _publish inlined (one coroutine frame less to resume per publish; the
         # single-connection pick inlined too). tests/aio/test_publish_paths.py pins it.
         # -- inlined from _publish --
@@ -387,7 +433,7 @@ class Writer:
         # -- end --
 
     async def _publish_slow(
-        self, data: bytes, count: int, timeout: float | None, token: Any
+        self, data: bytes, count: int, timeout: float | None, token: Any, topic: str | None = None
     ) -> None:
         try:
             if self._closed:
@@ -416,8 +462,13 @@ class Writer:
                 self._refused(exc, token, counted=True)
                 raise
         self._outstanding += 1
+        co = self._coalesce
         try:
-            if conn is None:
+            if topic is not None and co is not None:  # a PUB, coalesced (over HTTP: /mpub)
+                fut: asyncio.Future[bytes] = loop.create_future()
+                co.add(topic, fut, data, deadline - loop.time())
+                await fut
+            elif conn is None:
                 await self._http.task(data, count, deadline - loop.time())
             else:
                 await conn.request(data, deadline - loop.time())
@@ -440,7 +491,7 @@ class Writer:
         assert self._loop is not None
         fut: asyncio.Future[bytes] = self._loop.create_future()
         limit = self._publish_timeout if timeout is None else timeout
-        if not self._dispatch(fut, data, count, limit):
+        if not self._send(fut, data, count, limit):
             return None
         self._outstanding += 1
         obs = self._obs
@@ -457,7 +508,7 @@ class Writer:
         :meth:`_publish_done` once, which settles it (the sync facade's tickets do)."""
         if self._closed or not self._started or self._outstanding >= self._max_pending:
             return False
-        if not self._dispatch(waiter, data, count, timeout):
+        if not self._send(waiter, data, count, timeout):
             return False
         self._outstanding += 1
         return True
@@ -467,6 +518,18 @@ class Writer:
         self._settle(count, error, None)
 
     # ------------------------------------------------------------------ dispatch and settlement
+
+    def _send(self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float) -> bool:
+        """A first send of an admitted, encoded publish: a PUB joins its topic's batch when
+        coalescing (if a connection or the HTTP fallback could take it), anything else goes to
+        :meth:`_dispatch`; False if neither is up."""
+        co = self._coalesce
+        if co is None or not data.startswith(b"PUB "):
+            return self._dispatch(waiter, data, count, timeout)
+        if self._pick() is None and not self._http_fallback:
+            return False
+        co.add(data[4 : data.index(b"\n", 4)], waiter, data, timeout)
+        return True
 
     def _dispatch(self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float) -> bool:
         """Send on a healthy connection, else over the HTTP fallback; False if neither is up.
@@ -625,6 +688,8 @@ class Writer:
         if self._closed and not self._conns:
             return
         self._closed = True
+        if self._coalesce is not None:
+            self._coalesce.flush()  # what was queued goes now, not ``linger`` later
         self._refuse_waiters()
         loop = self._loop
         if loop is not None and self._outstanding:
@@ -644,6 +709,8 @@ class Writer:
         Usable as ``writer.close()`` or ``await writer.close()``.
         """
         self._closed = True
+        if self._coalesce is not None:
+            self._coalesce.flush()  # written before the connections close, as a PUB would be
         self._refuse_waiters()
         self._nodes.close_each()
         self._http.cancel()
@@ -690,11 +757,15 @@ class Writer:
         Every key, its unit and its meaning: :class:`nsqclient.stats.WriterStats` (keys are only
         ever added across releases). Loop thread only.
         """
+        co = self._coalesce
         return {
             "published": self._published,
             "published_over_http": self.published_over_http,
             "failed": self._failed,
             "resent": self.resent,
+            "coalesced_batches": 0 if co is None else co.batches,
+            "coalesced_messages": 0 if co is None else co.messages,
+            "coalesced_split": 0 if co is None else co.split,
             "outstanding": self._outstanding,
             "max_pending_publishes": self._max_pending,
             "connection_losses": self._nodes.outages.losses,

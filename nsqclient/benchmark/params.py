@@ -50,6 +50,9 @@ class Params:
     probe: Probe = dataclasses.field(default_factory=Probe)
     #: ``--reader-option`` overrides, given to every Reader a scenario creates
     reader_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: ``--writer-option`` overrides (e.g. ``coalesce``), given to every Writer and SyncWriter
+    #: a publishing scenario creates
+    writer_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def reader_addresses(self) -> dict[str, Any]:
         """A Reader's address keyword, plus the ``reader_options`` overrides."""

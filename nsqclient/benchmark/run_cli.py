@@ -172,9 +172,17 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "--fanout-channels", type=_int_list, default=[20, 100], help="default 20,100"
     )
     parser.add_argument(
+        "--writer-option",
+        action="append",
+        type=_config_option,
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Config option for every Writer, e.g. coalesce=true or linger=2 (repeatable)",
+    )
+    parser.add_argument(
         "--reader-option",
         action="append",
-        type=_reader_option,
+        type=_config_option,
         default=[],
         metavar="NAME=INT",
         help="a Config option for every Reader, e.g. output_buffer_timeout=25 (repeatable)",
@@ -271,6 +279,7 @@ def settings_from_args(
         latency_rate=args.latency_rate,
         latency_duration=args.latency_duration,
         reader_options=dict(args.reader_option),
+        writer_options=dict(args.writer_option),
         loop=args.loop,
     )
 
@@ -286,16 +295,18 @@ def _latency_variant(name: str) -> bool:
     return True
 
 
-def _reader_option(text: str) -> tuple[str, int]:
+def _config_option(text: str) -> tuple[str, int | bool]:
+    """``NAME=INT`` or ``NAME=true|false``, checked as a Config option."""
     from ..config import Config
 
     name, sep, value = text.partition("=")
     name = name.strip()
+    flag = {"true": True, "false": False}.get(value.strip().lower())
     try:
-        number = int(value)
+        number: int | bool = int(value) if flag is None else flag
         Config.from_options(**{name: number})
     except (ValueError, ConfigError) as exc:
-        reason = str(exc) if sep and name else "expected NAME=INT"
+        reason = str(exc) if sep and name else "expected NAME=INT or NAME=true|false"
         raise argparse.ArgumentTypeError(f"{text!r}: {reason}") from None
     return name, number
 

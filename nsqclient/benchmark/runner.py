@@ -87,6 +87,7 @@ class Settings:
     latency_rate: float = 100.0  # msgs/s of the latency scenarios
     latency_duration: float = 10.0  # seconds of publishing in each
     reader_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # every Reader's
+    writer_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # every Writer's
     #: the event loop of every scenario (``--loop``): "asyncio" or "uvloop"
     loop: str = "asyncio"
 
@@ -105,6 +106,7 @@ class Settings:
             "latency_rate": self.latency_rate,
             "latency_duration": self.latency_duration,
             "reader_options": self.reader_options,
+            "writer_options": self.writer_options,
             "loop": self.loop,
         }
 
@@ -147,6 +149,7 @@ def _params(s: Settings, topic: str, messages: int, channel: str = "bench") -> P
         timeout=prof.timeout,
         lookupd_http=s.lookupd_http if s.use_lookupd else [],
         reader_options=dict(s.reader_options),
+        writer_options=dict(s.writer_options),
     )
 
 

@@ -127,7 +127,7 @@ async def mpub_with(
 async def measure_pub(p: Params) -> Measurement:
     """TCP PUB with ``p.concurrency`` publishes outstanding; per-message ack latency."""
     latencies: array[int] = array("q")
-    async with Writer(p.nsqd_tcp) as writer:
+    async with Writer(p.nsqd_tcp, **p.writer_options) as writer:
         p.probe.count = latencies.__len__
         start = _perf()
         acked, failed, ok = await publish_with(writer, p, latencies=latencies)
@@ -224,7 +224,7 @@ async def measure_e2e(p: Params) -> Measurement:
     p.probe.count = lambda: collector.tracker.unique
     await reader.start()
     try:
-        async with Writer(p.nsqd_tcp) as writer:
+        async with Writer(p.nsqd_tcp, **p.writer_options) as writer:
             start = _perf()
             acked, failed, ok = await publish_with(writer, p)
             published = _perf() - start

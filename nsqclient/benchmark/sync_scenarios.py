@@ -78,7 +78,7 @@ def sync_pub_threads(
 def measure_sync_pub_threads(p: Params) -> Measurement:
     """SyncWriter.pub() from ``p.threads`` threads; per-message ack latency."""
     latencies: array[int] = array("q")
-    with SyncWriter(p.nsqd_tcp) as writer:
+    with SyncWriter(p.nsqd_tcp, **p.writer_options) as writer:
         p.probe.count = latencies.__len__
         start = _perf()
         acked, failed = sync_pub_threads(writer, p, latencies=latencies)
@@ -121,7 +121,7 @@ def _windowed(p: Params, *, batch: bool) -> tuple[float, array[int], int, int, b
         latencies.append(_perf_ns() - t0)  # runs on the loop thread when the ack arrives
 
     in_time = True
-    with SyncWriter(p.nsqd_tcp) as writer:
+    with SyncWriter(p.nsqd_tcp, **p.writer_options) as writer:
         start = _perf()
         for lo in range(0, n, size):
             while len(pending) >= window and in_time:
@@ -280,7 +280,7 @@ def measure_sync_e2e(p: Params, publisher: str = "threads") -> Measurement:
 
     consumer = threading.Thread(target=consume, name="bench-consumer", daemon=True)
     try:
-        with SyncWriter(p.nsqd_tcp) as writer:
+        with SyncWriter(p.nsqd_tcp, **p.writer_options) as writer:
             consumer.start()
             start = _perf()
             if publisher == "nowait":

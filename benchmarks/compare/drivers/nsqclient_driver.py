@@ -7,6 +7,8 @@ Runs with the main virtualenv's python and measures through the same functions a
   ``set_message_handler(fn, direct=True)``.
 * sync: ``pub_nowait()``/``mpub_nowait()`` with that many futures outstanding from one thread;
   e2e and drain with ``for msg in SyncReader(...)``.
+
+``--coalesce`` gives every Writer ``coalesce=True`` (the ``nsqclient-*-coalesced`` rows).
 """
 
 from __future__ import annotations
@@ -31,9 +33,13 @@ from nsqclient.benchmark.sync_scenarios import (
     measure_sync_pub_nowait,
 )
 
+#: ``--coalesce``: every Writer and SyncWriter of the run gets ``coalesce=True``
+WRITER_OPTIONS: dict[str, Any] = {}
+
 
 def _params(a: argparse.Namespace) -> Params:
     return Params(
+        writer_options=dict(WRITER_OPTIONS),
         nsqd_tcp=[a.nsqd_tcp],
         topic=a.topic,
         channel=a.channel,
@@ -86,11 +92,18 @@ def main(argv: list[str] | None = None) -> int:
         i = args.index("--mode")
         mode = args[i + 1]
         del args[i : i + 2]
+    coalesced = "--coalesce" in args
+    if coalesced:
+        args.remove("--coalesce")
+        WRITER_OPTIONS["coalesce"] = True
     if mode not in SCENARIOS:
         print(f"--mode must be aio or sync, got {mode!r}", file=sys.stderr)
         return 2
     return common.driver_main(
-        client=f"nsqclient-{mode}", version=__version__, scenarios=SCENARIOS[mode], argv=args
+        client=f"nsqclient-{mode}" + ("-coalesced" if coalesced else ""),
+        version=__version__,
+        scenarios=SCENARIOS[mode],
+        argv=args,
     )
 
 
