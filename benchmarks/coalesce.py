@@ -80,6 +80,8 @@ def measure(a: argparse.Namespace) -> list[dict[str, Any]]:
     """Every case, plain and coalesced, ``a.rounds`` times; one row per case and mode."""
     plans: list[tuple[str, str, list[str], int, dict[str, list[str]]]] = []
     for label, scenario, args in CASES:
+        if a.cases and not any(c in label for c in a.cases):
+            continue
         n = a.messages // SLOW.get(label, 1)
         plans.append((label, scenario, args, n, {"plain": [], "coalesced": ["coalesce=true"]}))
     plans.extend(
@@ -154,6 +156,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument(
         "--lingers", type=lambda t: [int(x) for x in t.split(",") if x], default=[1, 5]
+    )
+    parser.add_argument(
+        "--cases",
+        type=lambda t: [x for x in t.split(",") if x],
+        default=[],
+        help="run only the cases whose label contains one of these (comma-separated)",
     )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
