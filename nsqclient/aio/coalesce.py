@@ -16,15 +16,17 @@ Every caller keeps its own outcome, as without coalescing:
 * Anything else (the connection broke with the MPUB unanswered, no reply in time, a closed
   Writer): each caller gets that error, its own copy ("may or may not have been stored").
 
-A batch's deadline is its first publish's; a publish joins a batch only if its own deadline is
-at most ``tolerance`` later (so none is timed out more than that early; the aio callers of one
-loop iteration have the same deadline), else the batch goes and a new one starts.
+A batch's deadline is the earliest of its publishes'; a publish joins a batch only if its own
+deadline is within half the ``tolerance`` of the batch's first one (so none is timed out more
+than ``tolerance`` early; the aio callers of one loop iteration have the same deadline), else
+the batch goes and a new one starts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import struct
+from asyncio import InvalidStateError
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -37,6 +39,9 @@ if TYPE_CHECKING:
 __all__ = ["Coalescer", "copy_error"]
 
 _pack_u32 = struct.Struct(">I").pack
+
+#: a body as queued: the caller's bytes, or a view into an encoded PUB (the sync facade's)
+Part = bytes | memoryview
 
 #: nsqd's refusals of an MPUB that store nothing and that a PUB of each message may not get
 _REFUSED = frozenset({"E_BAD_BODY", "E_BAD_MESSAGE", "E_MPUB_FAILED"})
@@ -70,35 +75,41 @@ class _Batch:
     """The publishes of one MPUB, and the waiter of that MPUB (a ReplyWaiter) that passes its
     outcome on to each of theirs."""
 
-    __slots__ = ("body", "coalescer", "datas", "deadline", "finished", "plen", "waiters")
+    __slots__ = (
+        "bodies",
+        "coalescer",
+        "deadline",
+        "finished",
+        "first",
+        "prefix",
+        "size",
+        "waiters",
+    )
 
     def __init__(
-        self, coalescer: Coalescer, waiter: ReplyWaiter, data: bytes, deadline: float
+        self, coalescer: Coalescer, prefix: bytes, waiter: ReplyWaiter, body: Part, deadline: float
     ) -> None:
         self.coalescer = coalescer
+        self.prefix = prefix  # b"PUB <topic>\n"
         self.waiters = [waiter]
-        self.datas = [data]
-        self.deadline = deadline
-        #: len(b"PUB <topic>\n"): each PUB is that prefix, then the size and body MPUB carries
-        self.plen = plen = data.index(b"\n") + 1
-        self.body = 4 + len(data) - plen  # the MPUB body: the count, then size + body each
+        self.bodies = [body]
+        self.first = self.deadline = deadline  # the first publish's, and the earliest one
+        self.size = 8 + len(body)  # the MPUB body: the count, then each size and body
         self.finished = False
 
     def encode(self) -> bytes:
-        """The MPUB carrying every publish (each PUB's size and body, as they are)."""
-        plen = self.plen
-        datas = self.datas
-        first = datas[0]
-        return b"".join(
-            (
-                b"MPUB ",
-                first[4 : plen - 1],
-                b"\n",
-                _pack_u32(self.body),
-                _pack_u32(len(datas)),
-                *[d[plen:] for d in datas],  # a copy each, as cheap as a memoryview
-            )
-        )
+        """The MPUB carrying every body (``b"MPUB <topic>\\n"``, size, count, size + body each)."""
+        bodies = self.bodies
+        parts: list[Part] = [b"M" + self.prefix, _pack_u32(self.size), _pack_u32(len(bodies))]
+        append = parts.append
+        for body in bodies:
+            append(_pack_u32(len(body)))
+            append(body)
+        return b"".join(parts)
+
+    def pub(self, body: Part) -> bytes:
+        """The PUB of one of the bodies."""
+        return b"".join((self.prefix, _pack_u32(len(body)), body))
 
     # -- ReplyWaiter: the connection (or the HTTP fallback, or the resend backlog) completes it
 
@@ -108,8 +119,10 @@ class _Batch:
     def set_result(self, reply: bytes, /) -> None:
         self.finished = True
         for waiter in self.waiters:
-            if not waiter.done():
+            try:
                 waiter.set_result(reply)
+            except InvalidStateError:  # its caller gave up (a cancelled future): fine
+                pass
 
     def set_exception(self, exception: BaseException, /) -> None:
         self.finished = True
@@ -150,7 +163,7 @@ class Coalescer:
     ) -> None:
         self._loop = loop
         self._linger = linger
-        self._tolerance = tolerance
+        self._half = tolerance / 2  # deadlines within this of a batch's first one join it
         self._dispatch = dispatch
         self._keep = keep
         self._resend = resend
@@ -165,29 +178,38 @@ class Coalescer:
         self.messages = 0  # publishes that went in them
         self.split = 0  # coalesced MPUBs nsqd refused, their publishes then sent alone
 
-    def add(self, topic: object, waiter: ReplyWaiter, data: bytes, timeout: float) -> None:
-        """Queue the encoded PUB ``data`` of ``topic``, due within ``timeout`` seconds;
-        ``waiter`` gets its outcome."""
+    def add(self, prefix: bytes, waiter: ReplyWaiter, body: Part, timeout: float) -> None:
+        """Queue a PUB (its ``b"PUB <topic>\\n"`` and body, as :func:`~nsqclient.protocol.
+        commands.pub_parts` gives them), due within ``timeout`` seconds; ``waiter`` gets its
+        outcome."""
         now = self._now  # the clock, read once per collection rather than per publish
         if now is None:
             now = self._now = self._loop.time()
         deadline = now + timeout
-        batch = self._open.get(topic)
+        batch = self._open.get(prefix)
         if batch is not None:
-            size = batch.body + len(data) - batch.plen
-            if size <= self.max_body_size and 0 <= deadline - batch.deadline <= self._tolerance:
+            size = batch.size + 4 + len(body)
+            off = deadline - batch.first
+            if size <= self.max_body_size and -self._half <= off <= self._half:
                 batch.waiters.append(waiter)
-                batch.datas.append(data)
-                batch.body = size
+                batch.bodies.append(body)
+                batch.size = size
+                if off < 0:
+                    batch.deadline = min(batch.deadline, deadline)
                 return
-            del self._open[topic]  # full, or this publish's deadline is too far off: send it
+            del self._open[prefix]  # full, or this publish's deadline is too far off: send it
             self._send(batch, now)
-        self._open[topic] = _Batch(self, waiter, data, deadline)
+        self._open[prefix] = _Batch(self, prefix, waiter, body, deadline)
         if self._handle is None:
             if self._linger > 0:
                 self._handle = self._loop.call_later(self._linger, self.flush)
             else:
                 self._handle = self._loop.call_soon(self.flush)
+
+    def add_encoded(self, waiter: ReplyWaiter, data: bytes, timeout: float) -> None:
+        """Queue an encoded PUB (the sync facade's, ``publish_nowait``'s)."""
+        plen = data.index(b"\n", 4) + 1
+        self.add(data[:plen], waiter, memoryview(data)[plen + 4 :], timeout)
 
     def flush(self) -> None:
         """Send every open batch now (the timer's callback; also the Writer's, when closing)."""
@@ -209,7 +231,7 @@ class Coalescer:
         waiters = batch.waiters
         n = len(waiters)
         if n == 1:  # alone: the PUB it was, as without coalescing
-            waiter, data = waiters[0], batch.datas[0]
+            waiter, data = waiters[0], batch.pub(batch.bodies[0])
         else:
             waiter, data = batch, batch.encode()
             self.batches += 1
@@ -222,10 +244,11 @@ class Coalescer:
         the ones over nsqd's message size (as learnt from its refusal) last, so that the good
         ones are not pipelined behind the one nsqd refuses."""
         self.split += 1
-        limit = self.max_msg_size + batch.plen + 4
+        limit = self.max_msg_size
         good: list[Pending] = []
         bad: list[Pending] = []
-        for waiter, data in zip(batch.waiters, batch.datas, strict=True):
+        for waiter, body in zip(batch.waiters, batch.bodies, strict=True):
             if not waiter.done():
-                (good if len(data) <= limit else bad).append((waiter, batch.deadline, data))
+                item = (waiter, batch.deadline, batch.pub(body))
+                (good if len(body) <= limit else bad).append(item)
         self._resend(good + bad)

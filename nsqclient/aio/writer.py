@@ -68,6 +68,7 @@ __all__ = ["Writer"]
 
 _CONNECTED = ConnectionState.CONNECTED
 _encode_pub = commands.pub
+_pub_parts = commands.pub_parts
 _check_timeout = commands.check_timeout
 _Future = asyncio.Future
 
@@ -203,9 +204,10 @@ class Writer:
         return Coalescer(
             loop,
             linger=linger,
-            # sync tickets of one drain have deadlines microseconds apart: none of a batch is
-            # timed out more than this early (1% of the publish timeout, or ``linger``)
-            tolerance=max(linger, 0.01 * self._publish_timeout),
+            # sync tickets of one drain have deadlines microseconds apart, and with ``linger``
+            # a batch's later PUBs are that much younger: none of a batch is timed out more
+            # than this early (1% of the publish timeout, or twice ``linger``)
+            tolerance=max(2 * linger, 0.01 * self._publish_timeout),
             dispatch=self._dispatch,
             keep=lambda item: self._resend((item,)),
             resend=self._resend,
@@ -309,29 +311,39 @@ class Writer:
         """
         obs = self._obs
         token = None if obs is None else obs.publish_started("pub", topic, 1)
+        co = self._coalesce
         try:
             if timeout is not None:
                 _check_timeout(timeout)
-            data = _encode_pub(topic, body, max_msg_size=self._max_msg_size)
+            if co is None:
+                data = _encode_pub(topic, body, max_msg_size=self._max_msg_size)
+            else:  # checked the same, not joined: the body goes into its topic's MPUB
+                prefix, part = _pub_parts(topic, body, max_msg_size=self._max_msg_size)
         except BaseException as exc:
             self._refused(exc, token)
             raise
-        co = self._coalesce
         if co is not None:  # coalescing: the same admission, settlement and errors
             if self._started and not self._closed and self._outstanding < self._max_pending:
                 healthy = self._healthy
                 if (len(healthy) == 1 and healthy[0].state is _CONNECTED) or self._pick():
                     self._outstanding += 1
                     fut: asyncio.Future[bytes] = _Future(loop=self._loop)
-                    co.add(topic, fut, data, self._publish_timeout if timeout is None else timeout)
+                    co.add(prefix, fut, part, self._publish_timeout if timeout is None else timeout)
                     try:
                         await fut
                     except BaseException as exc:
                         self._settle(1, exc, token)
                         raise
-                    self._settle(1, None, token)
+                    # -- coalesced: _settle(1, None, token) inlined --
+                    self._published += 1
+                    self._outstanding -= 1
+                    if self._slot_waiters or self._idle_waiters:
+                        self._after_release()
+                    if obs is not None:
+                        obs.publish_settled(token, None)
+                    # -- end coalesced settle --
                     return
-            await self._publish_slow(data, 1, timeout, token, topic)
+            await self._publish_slow(b"", 1, timeout, token, (prefix, part))
             return
         # the hot path, _publish inlined (one coroutine frame less to resume per publish; the
         # single-connection pick inlined too). tests/aio/test_publish_paths.py pins it.
@@ -433,8 +445,16 @@ class Writer:
         # -- end --
 
     async def _publish_slow(
-        self, data: bytes, count: int, timeout: float | None, token: Any, topic: str | None = None
+        self,
+        data: bytes,
+        count: int,
+        timeout: float | None,
+        token: Any,
+        parts: tuple[bytes, bytes] | None = None,
     ) -> None:
+        """Admit (waiting for a slot and a connection, or taking the HTTP fallback), dispatch
+        and settle ``data``; or, with ``parts`` (a coalesced PUB's prefix and body), queue those
+        in the Writer's coalescing."""
         try:
             if self._closed:
                 raise ClosedError("this Writer was closed; create a new one")
@@ -464,9 +484,9 @@ class Writer:
         self._outstanding += 1
         co = self._coalesce
         try:
-            if topic is not None and co is not None:  # a PUB, coalesced (over HTTP: /mpub)
+            if parts is not None and co is not None:  # a PUB, coalesced (over HTTP: /mpub)
                 fut: asyncio.Future[bytes] = loop.create_future()
-                co.add(topic, fut, data, deadline - loop.time())
+                co.add(parts[0], fut, parts[1], deadline - loop.time())
                 await fut
             elif conn is None:
                 await self._http.task(data, count, deadline - loop.time())
@@ -528,7 +548,7 @@ class Writer:
             return self._dispatch(waiter, data, count, timeout)
         if self._pick() is None and not self._http_fallback:
             return False
-        co.add(data[4 : data.index(b"\n", 4)], waiter, data, timeout)
+        co.add_encoded(waiter, data, timeout)
         return True
 
     def _dispatch(self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float) -> bool:

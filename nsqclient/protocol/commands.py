@@ -36,6 +36,7 @@ __all__ = [
     "mpub",
     "nop",
     "pub",
+    "pub_parts",
     "rdy",
     "rdy_unchecked",
     "req",
@@ -90,6 +91,27 @@ def pub(topic: str | bytes, body: object, *, max_msg_size: int = DEFAULT_MAX_MSG
 
 
 _pub_prefixes: dict[str | bytes, bytes] = {}  # validated topic -> b"PUB <topic>\n"
+
+
+def pub_parts(
+    topic: str | bytes, body: object, *, max_msg_size: int = DEFAULT_MAX_MSG_SIZE
+) -> tuple[bytes, bytes]:
+    """A PUB's two parts, ``b"PUB <topic>\\n"`` and its body as bytes, checked as :func:`pub`
+    checks them but not joined: the Writer's coalescing puts the bodies of many PUBs into one
+    MPUB (``b"M" + prefix``) without encoding each PUB first."""
+    try:
+        prefix = _pub_prefixes.get(topic)
+    except TypeError:  # unhashable: validate_topic below says what is wrong
+        prefix = None
+    if prefix is not None and type(body) is bytes and 0 < len(body) <= max_msg_size:
+        return prefix, body  # the hot path: nothing made
+    data = check_body(body, max_msg_size)
+    prefix = b"".join((b"PUB ", validate_topic(topic), b"\n"))
+    if type(topic) is str or type(topic) is bytes:
+        if len(_pub_prefixes) >= 4096:
+            _pub_prefixes.clear()
+        _pub_prefixes[topic] = prefix
+    return prefix, data if type(data) is bytes else bytes(data)
 
 
 def dpub(

@@ -81,10 +81,10 @@ async def test_one_iterations_pubs_leave_as_one_mpub_a_lone_one_as_its_pub() -> 
     co = wire.make(loop)
     futs = [loop.create_future() for _ in range(3)]
     for i, fut in enumerate(futs):
-        co.add("t", fut, commands.pub("t", b"body%d" % i), 5.0)
+        co.add_encoded(fut, commands.pub("t", b"body%d" % i), 5.0)
     lone = loop.create_future()
     lone_data = commands.pub("u", b"alone")
-    co.add("u", lone, lone_data, 5.0)
+    co.add_encoded(lone, lone_data, 5.0)
     assert wire.sent == []  # nothing before the iteration ends
     await asyncio.sleep(0)
     [(batch, data, count, _), (waiter, single, one, _)] = wire.sent
@@ -103,7 +103,7 @@ async def test_a_batch_stops_at_max_body_size() -> None:
     per_message = len(pub) - len(b"PUB t\n")  # the size field and the body
     co = wire.make(loop, max_body_size=4 + 3 * per_message)
     for _ in range(7):
-        co.add("t", loop.create_future(), pub, 5.0)
+        co.add_encoded(loop.create_future(), pub, 5.0)
     co.flush()
     assert [count for _w, _d, count, _t in wire.sent] == [3, 3, 1]
     assert all(len(d) - len(b"MPUB t\n") - 4 <= 4 + 3 * per_message for _w, d, _c, _t in wire.sent)
@@ -114,10 +114,10 @@ async def test_a_publish_whose_deadline_is_far_off_starts_a_batch_of_its_own() -
     wire = Wire()
     co = wire.make(loop, tolerance=0.05)
     data = commands.pub("t", b"b")
-    co.add("t", loop.create_future(), data, 5.0)
-    co.add("t", loop.create_future(), data, 5.01)  # within the tolerance: joins
-    co.add("t", loop.create_future(), data, 9.0)  # later than tolerated: the first goes
-    co.add("t", loop.create_future(), data, 1.0)  # earlier than the batch's: it goes too
+    co.add_encoded(loop.create_future(), data, 5.0)
+    co.add_encoded(loop.create_future(), data, 5.01)  # within the tolerance: joins
+    co.add_encoded(loop.create_future(), data, 9.0)  # later than tolerated: the first goes
+    co.add_encoded(loop.create_future(), data, 1.0)  # earlier than the batch's: it goes too
     co.flush()
     assert [count for _w, _d, count, _t in wire.sent] == [2, 1, 1]
 
@@ -128,7 +128,7 @@ async def test_linger_waits_then_sends_and_flush_sends_at_once() -> None:
     co = wire.make(loop, linger=60.0)
     data = commands.pub("t", b"b")
     for _ in range(2):
-        co.add("t", loop.create_future(), data, 5.0)
+        co.add_encoded(loop.create_future(), data, 5.0)
         await asyncio.sleep(0)
     assert wire.sent == []  # lingering
     co.flush()  # what the Writer does when it closes
@@ -141,8 +141,8 @@ async def test_no_connection_hands_the_batch_to_the_backlog() -> None:
     wire.up = False
     co = wire.make(loop)
     data = commands.pub("t", b"b")
-    co.add("t", loop.create_future(), data, 5.0)
-    co.add("t", loop.create_future(), data, 5.0)
+    co.add_encoded(loop.create_future(), data, 5.0)
+    co.add_encoded(loop.create_future(), data, 5.0)
     co.flush()
     [(_waiter, deadline, mpub)] = wire.kept
     assert mpub.startswith(b"MPUB ") and deadline > loop.time()
@@ -155,7 +155,7 @@ async def test_a_refused_batch_sends_each_message_again_the_oversized_last() -> 
     futs = [loop.create_future() for _ in range(3)]
     datas = [commands.pub("t", b"a"), commands.pub("t", b"x" * 500), commands.pub("t", b"c")]
     for fut, data in zip(futs, datas, strict=True):
-        co.add("t", fut, data, 5.0)
+        co.add_encoded(fut, data, 5.0)
     co.flush()
     [(batch, _d, _c, _t)] = wire.sent
     batch.set_exception(BadMessageError("E_BAD_MESSAGE MPUB message too big 500 > 100"))
@@ -180,7 +180,7 @@ async def test_an_http_refusal_of_the_batch_is_split_too(error: HTTPError) -> No
     wire = Wire()
     co = wire.make(loop)
     for _ in range(2):
-        co.add("t", loop.create_future(), commands.pub("t", b"b"), 5.0)
+        co.add_encoded(loop.create_future(), commands.pub("t", b"b"), 5.0)
     co.flush()
     wire.sent[0][0].set_exception(error)
     assert len(wire.resent) == 1 and co.split == 1
@@ -201,7 +201,7 @@ async def test_any_other_error_reaches_each_caller_as_its_own_copy(error: Except
     futs = [loop.create_future() for _ in range(3)]
     cancelled = futs[1]
     for fut in futs:
-        co.add("t", fut, commands.pub("t", b"b"), 5.0)
+        co.add_encoded(fut, commands.pub("t", b"b"), 5.0)
     co.flush()
     cancelled.cancel()  # its caller gave up: the others still hear
     error.__cause__ = OSError("reset")

@@ -80,9 +80,12 @@ async def test_mixed_topics_dpub_and_mpub_beside_coalesced_pubs(
         assert s["published"] == 33
     counts = [await stats.message_count(nsqd, t) for t in topics]
     assert counts[0] == 12 and counts[2] == 10
+
     # the deferred message is counted once nsqd moves it to the topic (delay 0: at once)
-    await wait_for(lambda: stats.message_count(nsqd, topics[1]), what="the DPUB")
-    assert await stats.message_count(nsqd, topics[1]) == 11
+    async def deferred_in() -> bool:
+        return await stats.message_count(nsqd, topics[1]) == 11
+
+    await wait_for(deferred_in, what="the DPUB")
 
 
 async def test_a_refused_batch_fails_only_its_offending_message(
@@ -113,8 +116,11 @@ async def test_a_cut_with_a_batch_in_flight_fails_each_caller_as_maybe_stored(
         # nsqd gets the MPUB and stores it; its OK never reaches the Writer
         nsq_fault_proxy.drop_next_frame("response")
         tasks = [asyncio.create_task(w.pub(topic, b"b%d" % i)) for i in range(20)]
-        await wait_for(lambda: stats.message_count(nsqd, topic), what="nsqd stored the batch")
-        assert await stats.message_count(nsqd, topic) == 21
+
+        async def stored() -> bool:
+            return await stats.message_count(nsqd, topic) == 21
+
+        await wait_for(stored, what="nsqd stored the batch")
         assert not any(t.done() for t in tasks)
         nsq_fault_proxy.cut()
         results = await asyncio.gather(*tasks, return_exceptions=True)

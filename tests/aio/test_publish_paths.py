@@ -46,6 +46,21 @@ def test_pubs_inlined_settlement_is_settles_success_path() -> None:
     assert inlined == expected
 
 
+def test_the_coalesced_branch_settles_success_as_the_plain_path_does() -> None:
+    source = [line.strip() for line in inspect.getsource(Writer.pub).splitlines()]
+
+    def between(start: str, end: str) -> list[str]:
+        return source[source.index(start) + 1 : source.index(end)]
+
+    coalesced = between(
+        "# -- coalesced: _settle(1, None, token) inlined --", "# -- end coalesced settle --"
+    )
+    plain = between(
+        "# -- _settle(1, None, token) inlined (a call less per publish) --", "# -- end settle --"
+    )
+    assert coalesced == plain and coalesced
+
+
 def test_pubs_inlined_copy_is_publish_with_the_single_connection_pick_inlined() -> None:
     inlined = _settle_inlined(_block(Writer.pub, "# -- inlined from _publish --"))
     original = _block(Writer._publish, "# -- inlined into pub --")
