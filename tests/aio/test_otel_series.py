@@ -12,8 +12,9 @@ import pytest
 from nsqclient.aio import Reader, Writer
 from nsqclient.testing.daemons import NsqdProcess
 from tests.otel_support import Telemetry, installed_telemetry
+from tests.support import wait_for
 
-from .conftest import DEADLINE, unique, wait_for
+from .conftest import DEADLINE, unique
 
 pytestmark = pytest.mark.timeout(60)
 

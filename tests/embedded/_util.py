@@ -1,9 +1,8 @@
-"""Small async helpers shared by the embedded-server tests: HTTP calls and deadline waits."""
+"""Small async helpers shared by the embedded-server tests: HTTP calls and /stats lookups
+(deadline waits: ``tests.support.wait_for``)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import httpx
@@ -39,21 +38,3 @@ async def topic_stats(server: Any, topic: str) -> Any:
     """The topic's /stats entry, or None."""
     topics = (await stats(server, topic))["topics"] or []
     return dict(topics[0]) if topics else None
-
-
-async def wait_for(
-    probe: Callable[[], Awaitable[T]],
-    predicate: Callable[[T], bool],
-    timeout: float = 10.0,
-) -> T:
-    """Poll ``probe`` until ``predicate`` holds; AssertionError with the last value after
-    ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await probe()
-        if predicate(value):
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s; last value: {value!r}")
-        await asyncio.sleep(0.02)

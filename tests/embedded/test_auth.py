@@ -3,7 +3,6 @@ client is told, which commands need AUTH first, permissions, and the TTL re-quer
 
 from __future__ import annotations
 
-import asyncio
 import json
 import ssl
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 
 from nsqclient.testing.certs import CertBundle
+from tests.support import wait_for
 
 from ._raw import Closed, RawClient, sized
 from .conftest import AuthServer
@@ -146,20 +146,20 @@ async def test_expired_authorizations_are_queried_again(
     server = make_nsqd(auth_http_address=auth_server.address)
     client, _ = await connect(server)
     await auth(client, b"short")
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 10
-    while len(auth_server.requests) < 2:  # publish until the TTL ran out and nsqd asked again
-        assert loop.time() < deadline, "nsqd never re-queried the auth server"
+
+    async def queried_again() -> bool:  # publish until the TTL ran out and nsqd asked again
         await client.pub("t", b"x")
-        await asyncio.sleep(0.1)
+        return len(auth_server.requests) >= 2
+
+    await wait_for(queried_again, 10, "nsqd to query the auth server again", every=0.1)
     auth_server.replies["short"] = (403, "revoked")
-    while True:
+
+    async def refused() -> Any:
         client.send(sized(b"PUB t\n", b"x"))
         event = await client.event()
-        if getattr(event, "data", None) != b"OK":
-            break
-        assert loop.time() < deadline + 5
-        await asyncio.sleep(0.1)
+        return None if getattr(event, "data", None) == b"OK" else event
+
+    event = await wait_for(refused, 15, "a PUB refused after the revocation", every=0.1)
     assert event.text == "E_AUTH_FAILED AUTH failed"  # type: ignore[union-attr]
     await client.close()
 

@@ -1,13 +1,13 @@
 """Helpers for the sync facade tests: deadlines, nsqd /stats, collecting messages.
 
-Every wait is a condition with a deadline (``wait_for``), never a bare sleep in test logic.
+Every wait is a condition with a deadline (``tests.support.wait_until``), never a bare sleep in
+test logic.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -22,18 +22,6 @@ T = TypeVar("T")
 
 DEADLINE = 20.0  # seconds any condition may take before the test fails
 POLL = 0.02
-
-
-def wait_for(predicate: Callable[[], T], timeout: float = DEADLINE, what: str = "condition") -> T:
-    """Poll ``predicate`` until it returns something truthy and return that (or fail)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {result!r})")
-        time.sleep(POLL)
 
 
 def loop_threads() -> list[threading.Thread]:
