@@ -320,8 +320,8 @@ def _snappy_payload(stream: bytes) -> int:
 
 
 @pytest.fixture(scope="module")
-def tls_pair(certs: CertBundle) -> Iterator[tuple[NsqdProcess, ThreadedEmbeddedNsqd]]:
-    options = {"tls_cert": certs.server_cert, "tls_key": certs.server_key}
+def tls_pair(tls_certs: CertBundle) -> Iterator[tuple[NsqdProcess, ThreadedEmbeddedNsqd]]:
+    options = {"tls_cert": tls_certs.server_cert, "tls_key": tls_certs.server_key}
     real = start_real(**options)
     embedded = start_embedded(**options)
     yield real, embedded
