@@ -1,35 +1,51 @@
-"""A minimal blocking NSQ connection for tests: stdlib ``socket`` + ``ssl``, no asyncio.
+"""Raw NSQ connections for tests: :class:`RawConnection` (blocking: stdlib ``socket`` + ``ssl``)
+and :class:`RawClient` (asyncio), sharing one receive path, plus the byte builders both use.
 
 All protocol knowledge comes from :mod:`nsqclient.protocol` (the thing under test): the
-:class:`~nsqclient.protocol.Handshake` decides the setup steps, :class:`FrameDecoder` cuts
-frames, the codecs compress, the command encoders build commands. This module only moves bytes
-and keeps deadlines, so tests can also write deliberately *bad* bytes that no encoder would build
-and see what real nsqd answers.
+:class:`~nsqclient.protocol.Handshake` decides the blocking client's setup steps,
+:class:`FrameDecoder` cuts frames, the codecs compress, the command encoders build commands.
+This module only moves bytes and keeps deadlines, so tests can also write deliberately *bad*
+bytes that no encoder would build and see what real nsqd (or the embedded one) answers.
 
-    with RawConnection.open(nsqd.tcp_address) as conn:
+    with RawConnection.open(nsqd.tcp_address) as conn:            # the integration tests
         conn.handshake(IdentifyOptions(heartbeat_interval=1000))
         conn.send(commands.sub("t", "c"))
         assert conn.read_event() is OK
 
-Every wait has a deadline; nothing sleeps. ``read_event`` raises :class:`NSQTimeoutError` when the
-deadline passes and :class:`ConnectionClosedError` when nsqd closes the connection.
+    client = await RawClient.connect(server.tcp_address)          # the embedded-server tests
+    await client.setup()
+    await client.sub("t", "c", rdy=1)
+
+Heartbeats: with ``answer_heartbeats`` set, each one is answered with NOP as soon as it is read,
+whatever the test is waiting for (also while a test reads other events, holds them, or waits
+for the close), and ``heartbeats_seen`` counts them either way. ``RawClient`` answers by default,
+as a client library would; ``RawConnection`` does not (its tests watch nsqd's heartbeat rules).
+
+Every wait has a deadline; nothing sleeps. ``RawConnection.read_event`` raises
+:class:`NSQTimeoutError` when the deadline passes and :class:`ConnectionClosedError` when nsqd
+closes the connection; ``RawClient.event`` raises ``TimeoutError`` and :class:`Closed`.
+
+(Longer than the ~500-line guideline: two clients, blocking and asyncio, over one receive path;
+split, the shared part would be a module of its own for two users.)
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import socket
 import ssl
+import struct
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Self
+from typing import Any, ClassVar, Self
 
 from nsqclient.errors import ConnectionClosedError, NSQTimeoutError, ProtocolError
 from nsqclient.message import Message
 from nsqclient.protocol import (
-    HEARTBEAT,
     Codec,
     DeflateCodec,
     EnableCompression,
@@ -38,6 +54,7 @@ from nsqclient.protocol import (
     FrameDecoder,
     Handshake,
     HandshakeDone,
+    Heartbeat,
     IdentifyOptions,
     Response,
     Send,
@@ -45,25 +62,96 @@ from nsqclient.protocol import (
     StartTLS,
     commands,
 )
+from nsqclient.protocol.commands import MAGIC_V2
 
-__all__ = ["DEFAULT_TIMEOUT", "RawConnection"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "SYNC_TOPIC",
+    "Closed",
+    "RawClient",
+    "RawConnection",
+    "host_port",
+    "identify_body",
+    "mpub_body",
+    "sized",
+]
 
 DEFAULT_TIMEOUT = 10.0
+SYNC_TOPIC = b"sync_marker"
 _READ_SIZE = 256 * 1024
 
 
-class RawConnection:
+# -- bytes as they go on the wire ----------------------------------------------------------------
+
+
+def host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
+def identify_body(**fields: Any) -> bytes:
+    body = json.dumps(fields).encode()
+    return b"IDENTIFY\n" + struct.pack(">I", len(body)) + body
+
+
+def sized(cmd: bytes, body: bytes) -> bytes:
+    return cmd + struct.pack(">I", len(body)) + body
+
+
+def mpub_body(*bodies: bytes) -> bytes:
+    parts = b"".join(struct.pack(">I", len(b)) + b for b in bodies)
+    payload = struct.pack(">I", len(bodies)) + parts
+    return struct.pack(">I", len(payload)) + payload
+
+
+# -- the receive path both clients share ---------------------------------------------------------
+
+
+class _Receiver:
+    """Decoded events waiting to be read, and the heartbeat rule (answered as soon as read)."""
+
+    def __init__(self, *, answer_heartbeats: bool, max_frame_size: int | None = None) -> None:
+        self.decoder = (
+            FrameDecoder()
+            if max_frame_size is None
+            else FrameDecoder(max_frame_size=max_frame_size)
+        )
+        self.codec: Codec | None = None
+        self.events: deque[Event] = deque()
+        self.answer_heartbeats = answer_heartbeats
+        self.heartbeats_seen = 0
+
+    def send(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _received(self, events: Iterable[Event]) -> None:
+        for event in events:
+            if isinstance(event, Heartbeat):
+                self.heartbeats_seen += 1
+                if self.answer_heartbeats:
+                    self.send(commands.nop())
+            self.events.append(event)
+
+    def _pop(self, *, skip_heartbeats: bool) -> Event | None:
+        """The oldest waiting event (heartbeats dropped if ``skip_heartbeats``), or None."""
+        while self.events:
+            event = self.events.popleft()
+            if not (skip_heartbeats and isinstance(event, Heartbeat)):
+                return event
+        return None
+
+
+# -- blocking ------------------------------------------------------------------------------------
+
+
+class RawConnection(_Receiver):
     """One blocking TCP (optionally TLS, optionally compressed) connection to nsqd."""
 
     def __init__(self, sock: socket.socket, address: str) -> None:
+        super().__init__(answer_heartbeats=False, max_frame_size=64 << 20)
         self.address = address
         self.sock: socket.socket = sock
-        self.decoder = FrameDecoder(max_frame_size=64 << 20)
-        self.codec: Codec | None = None
         self.handshake_result: HandshakeDone | None = None
-        self.answer_heartbeats = False
-        self.heartbeats_seen = 0
-        self._events: deque[Event] = deque()
         self._plain = b""  # decoded bytes not yet handed to the decoder (handshake only)
         self._closed_by_peer = False
 
@@ -153,7 +241,7 @@ class RawConnection:
                 elif isinstance(step, HandshakeDone):
                     self.handshake_result = step
                     # whatever followed the last handshake frame is ordinary traffic
-                    self._events.extend(self.decoder.feed(self._plain))
+                    self._received(self.decoder.feed(self._plain))
                     self._plain = b""
                     return step
 
@@ -218,20 +306,15 @@ class RawConnection:
     def read_event(self, timeout: float = DEFAULT_TIMEOUT) -> Event:
         """The next event, waiting at most ``timeout`` seconds.
 
-        With ``answer_heartbeats`` set, heartbeats are answered with NOP and skipped; otherwise
-        they are returned like any other event. ``heartbeats_seen`` counts them either way.
+        With ``answer_heartbeats`` set, heartbeats were answered with NOP when read and are
+        skipped; otherwise they are returned like any other event.
         """
         deadline = time.monotonic() + timeout
         while True:
-            while self._events:
-                event = self._events.popleft()
-                if event is HEARTBEAT:
-                    self.heartbeats_seen += 1
-                    if self.answer_heartbeats:
-                        self.send(commands.nop())
-                        continue
+            event = self._pop(skip_heartbeats=self.answer_heartbeats)
+            if event is not None:
                 return event
-            self._events.extend(self.decoder.feed(self._recv(deadline)))
+            self._received(self.decoder.feed(self._recv(deadline)))
 
     def read_until(
         self, accept: Callable[[Event], bool], timeout: float = DEFAULT_TIMEOUT
@@ -293,3 +376,169 @@ class RawConnection:
     @property
     def closed_by_peer(self) -> bool:
         return self._closed_by_peer
+
+
+# -- asyncio ---------------------------------------------------------------------------------------
+
+
+class Closed(Exception):
+    """The server closed the connection."""
+
+
+class RawClient(_Receiver):
+    """One asyncio connection (optionally TLS, optionally compressed) to nsqd or the embedded
+    server; the setup steps are the test's (``identify``, ``start_tls``, ``enable``, or
+    ``setup`` for the usual ones)."""
+
+    instances: ClassVar[list[RawClient]] = []  # closed after each test by a conftest fixture
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        super().__init__(answer_heartbeats=True)  # like a client library
+        RawClient.instances.append(self)
+        self.reader = reader
+        self.writer = writer
+        self.closed = False
+        self.single = False  # decode one frame at a time (the stream may switch after it)
+
+    @classmethod
+    async def connect(cls, address: str, *, magic: bool = True) -> RawClient:
+        host, port = host_port(address)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port), DEFAULT_TIMEOUT
+        )
+        client = cls(reader, writer)
+        if magic:
+            client.send(MAGIC_V2)
+        return client
+
+    def send(self, data: bytes) -> None:
+        if self.codec is not None:
+            data = self.codec.compress(data)
+        self.writer.write(data)
+
+    async def close(self) -> None:
+        self.writer.close()
+        try:
+            await asyncio.wait_for(self.writer.wait_closed(), DEFAULT_TIMEOUT)
+        except (OSError, TimeoutError, ssl.SSLError):
+            pass
+
+    async def _fill(self, timeout: float) -> None:
+        try:
+            data = await asyncio.wait_for(self.reader.read(256 * 1024), timeout)
+        except (ConnectionError, ssl.SSLError):
+            data = b""
+        if not data:
+            self.closed = True
+            self.writer.close()
+            raise Closed
+        if self.codec is not None:
+            data = self.codec.decompress(data)
+        if self.single:
+            event = self.decoder.next_event(data)
+            self._received([] if event is None else [event])
+        else:
+            self._received(self.decoder.feed(data))
+
+    async def event(self, timeout: float = DEFAULT_TIMEOUT, *, heartbeats: bool = False) -> Event:
+        """The next event (heartbeats only with ``heartbeats=True``); TimeoutError, Closed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            if self.single and not self.events:
+                event = self.decoder.next_event()
+                self._received([] if event is None else [event])
+            event = self._pop(skip_heartbeats=not heartbeats)
+            if event is not None:
+                return event
+            await self._fill(max(deadline - loop.time(), 0.001))
+
+    async def response(self, timeout: float = DEFAULT_TIMEOUT) -> bytes:
+        event = await self.event(timeout)
+        assert isinstance(event, Response), event
+        return event.data
+
+    async def error(self, timeout: float = DEFAULT_TIMEOUT) -> str:
+        event = await self.event(timeout)
+        assert isinstance(event, ErrorFrame), event
+        return event.text
+
+    async def message(self, timeout: float = DEFAULT_TIMEOUT) -> Message:
+        event = await self.event(timeout)
+        assert isinstance(event, Message), event
+        return event
+
+    async def messages(self, count: int, timeout: float = DEFAULT_TIMEOUT) -> list[Message]:
+        return [await self.message(timeout) for _ in range(count)]
+
+    async def expect_closed(self, timeout: float = DEFAULT_TIMEOUT) -> list[Event]:
+        """Every event until the server closes the connection (TimeoutError if it does not)."""
+        seen: list[Event] = []
+        try:
+            while True:
+                seen.append(await self.event(timeout, heartbeats=True))
+        except Closed:
+            return seen
+
+    async def identify(self, **fields: Any) -> dict[str, Any] | bytes:
+        """IDENTIFY and read the reply: the JSON dict, or the raw bytes (``OK``)."""
+        self.send(identify_body(**fields))
+        data = await self.handshake_response()
+        return json.loads(data) if data.startswith(b"{") else data
+
+    async def handshake_response(self) -> bytes:
+        """One response, leaving later bytes undecoded (they may belong to a new layer)."""
+        self.single = True
+        try:
+            return await self.response()
+        finally:
+            self.single = False
+
+    async def start_tls(self, context: ssl.SSLContext, hostname: str = "localhost") -> None:
+        await self.writer.start_tls(context, server_hostname=hostname)
+
+    def enable(self, codec: Codec) -> None:
+        """Switch to a compressed stream; bytes already received are decompressed too."""
+        assert not self.events
+        rest = self.decoder.take_unparsed()
+        self.codec = codec
+        if rest:
+            self._received(self.decoder.feed(codec.decompress(rest)))
+
+    async def setup(self, **fields: Any) -> dict[str, Any] | bytes:
+        """IDENTIFY (heartbeats 1 s unless given) and apply the negotiated compression."""
+        fields.setdefault("heartbeat_interval", 1000)
+        reply = await self.identify(**fields)
+        if isinstance(reply, dict):
+            if reply.get("snappy"):
+                self.enable(SnappyCodec())
+                assert await self.handshake_response() == b"OK"
+            if reply.get("deflate"):
+                self.enable(DeflateCodec(reply["deflate_level"]))
+                assert await self.handshake_response() == b"OK"
+        return reply
+
+    async def sub(self, topic: str, channel: str, rdy: int | None = None) -> None:
+        self.send(f"SUB {topic} {channel}\n".encode())
+        assert await self.response() == b"OK"
+        if rdy is not None:
+            self.send(b"RDY %d\n" % rdy)
+
+    async def pub(self, topic: str, *bodies: bytes) -> None:
+        for body in bodies:
+            self.send(sized(b"PUB %s\n" % topic.encode(), body))
+        for _ in bodies:
+            assert await self.response() == b"OK"
+
+    async def sync(self) -> None:
+        """Round-trip a PUB so everything sent before has been processed. Messages that
+        arrive meanwhile stay queued for later reads; any other event fails the sync."""
+        self.send(sized(b"PUB " + SYNC_TOPIC + b"\n", b"x"))
+        held: list[Event] = []
+        while True:
+            reply = await self.event()
+            if not isinstance(reply, Message):
+                break
+            held.append(reply)
+        self.events.extendleft(reversed(held))
+        assert reply == Response(b"OK"), reply

@@ -25,8 +25,7 @@ from nsqclient.testing.embedded.fixtures import (  # the shipped fixtures, exerc
     embedded_nsqd,
     embedded_nsqd_factory,
 )
-
-from ._raw import RawClient
+from tests.rawconn import RawClient
 
 __all__ = ["embedded_cluster", "embedded_lookupd", "embedded_nsqd", "embedded_nsqd_factory"]
 

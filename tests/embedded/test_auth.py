@@ -12,9 +12,8 @@ import pytest
 
 from nsqclient.testing.certs import CertBundle
 from test_service.auth_server import AuthServer
+from tests.rawconn import Closed, RawClient, sized
 from tests.support import wait_for
-
-from ._raw import Closed, RawClient, sized
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from nsqclient.protocol import ErrorFrame, Heartbeat
+from tests.rawconn import Closed, RawClient
 from tests.support import wait_for
 
-from ._raw import Closed, RawClient
 from ._util import channel_stats, http, stats, topic_stats
 
 pytestmark = pytest.mark.timeout(60)
@@ -130,7 +130,7 @@ async def test_empty_topic_and_channel(make_nsqd: Factory) -> None:
 async def test_heartbeats_and_idle_disconnect(make_nsqd: Factory) -> None:
     server = make_nsqd()
     client = await RawClient.connect(server.tcp_address)
-    client.auto_nop = False
+    client.answer_heartbeats = False
     await client.setup(heartbeat_interval=1000)
     assert isinstance(await client.event(timeout=5, heartbeats=True), Heartbeat)
     events = await client.expect_closed(timeout=10)  # never answered: closed, no error frame
@@ -258,7 +258,7 @@ async def test_a_consumer_that_stops_reading_is_not_flooded(make_nsqd: Factory) 
     dropped (write/read deadlines); what it had in flight stays in flight."""
     server = make_nsqd()
     slow = await consumer(server, "bp", "c", 2500, heartbeat_interval=2000)
-    slow.auto_nop = False
+    slow.answer_heartbeats = False
     pub = await publisher(server)
     body = b"x" * 100_000
     for _ in range(6):

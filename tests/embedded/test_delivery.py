@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from tests.rawconn import RawClient
 from tests.support import wait_for
 
-from ._raw import RawClient
 from ._util import channel_stats, topic_stats
 
 pytestmark = pytest.mark.timeout(60)

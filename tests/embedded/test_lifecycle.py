@@ -19,9 +19,9 @@ from nsqclient.testing.embedded import (
     ThreadedEmbeddedLookupd,
     ThreadedEmbeddedNsqd,
 )
+from tests.rawconn import Closed, RawClient
 from tests.support import wait_for
 
-from ._raw import Closed, RawClient
 from ._util import channel_stats, http, stats
 from .conftest import start_embedded, start_real
 

@@ -19,9 +19,9 @@ import pytest
 
 from nsqclient.testing.daemons import NsqlookupdProcess
 from nsqclient.testing.embedded import ThreadedEmbeddedLookupd
+from tests.rawconn import RawClient, host_port
 from tests.support import wait_for
 
-from ._raw import RawClient, host_port
 from ._util import channel_stats, http
 from .conftest import start_embedded, start_real
 

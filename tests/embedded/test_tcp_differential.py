@@ -23,8 +23,9 @@ from nsqclient.protocol import ErrorFrame, Heartbeat
 from nsqclient.testing.certs import CertBundle
 from nsqclient.testing.daemons import NsqdProcess
 from nsqclient.testing.embedded import ThreadedEmbeddedNsqd
+from tests.rawconn import RawClient, host_port, identify_body, mpub_body, sized
 
-from ._raw import RawClient, host_port, identify_body, mpub_body, sized, transcript
+from ._util import transcript
 from .conftest import start_embedded, start_real
 
 pytestmark = pytest.mark.timeout(60)
@@ -230,7 +231,7 @@ async def _partial(address: str, data: bytes, *, eof: bool) -> list[object]:
     client = await RawClient.connect(address)
     if not eof:
         client.send(identify_body(heartbeat_interval=1000))
-        client.auto_nop = False
+        client.answer_heartbeats = False
     client.send(data)
     if eof:
         client.writer.write_eof()

@@ -12,8 +12,8 @@ import pytest
 
 from nsqclient.protocol import DeflateCodec, SnappyCodec
 from nsqclient.testing.certs import CertBundle
+from tests.rawconn import RawClient, sized
 
-from ._raw import RawClient, sized
 from ._util import channel_stats, http
 
 pytestmark = pytest.mark.timeout(60)
