@@ -13,9 +13,7 @@ from nsqclient.message import Message
 from nsqclient.sync import SyncReader, SyncWriter
 from nsqclient.testing.daemons import NsqdProcess
 from tests.otel_support import Telemetry, installed_telemetry
-from tests.support import wait_until
-
-from .support import DEADLINE, frozen, unique
+from tests.support import DEADLINE, frozen, unique, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
