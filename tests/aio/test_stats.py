@@ -12,7 +12,7 @@ from nsqclient.aio import Message, Writer
 from nsqclient.errors import BadMessageError
 from nsqclient.stats import ConnectionStats, ReaderStats, WriterStats
 from nsqclient.testing.daemons import NsqdProcess
-from tests.stats_shape import check_shape
+from tests.stats_support import check_shape
 from tests.support import wait_for
 
 from .conftest import DEADLINE, unique

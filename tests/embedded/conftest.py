@@ -25,7 +25,7 @@ from nsqclient.testing.embedded.fixtures import (  # the shipped fixtures, exerc
     embedded_nsqd,
     embedded_nsqd_factory,
 )
-from tests.rawconn import RawClient
+from tests.rawconn_support import RawClient
 
 __all__ = ["embedded_cluster", "embedded_lookupd", "embedded_nsqd", "embedded_nsqd_factory"]
 

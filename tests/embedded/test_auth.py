@@ -12,7 +12,7 @@ import pytest
 
 from nsqclient.testing.certs import CertBundle
 from test_service.auth_server import AuthServer
-from tests.rawconn import Closed, RawClient, sized
+from tests.rawconn_support import Closed, RawClient, sized
 from tests.support import wait_for
 
 pytestmark = pytest.mark.timeout(60)

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from nsqclient.protocol import ErrorFrame, Heartbeat
-from tests.rawconn import Closed, RawClient
+from tests.rawconn_support import Closed, RawClient
 from tests.support import wait_for
 
-from ._util import channel_stats, http, stats, topic_stats
+from .support import channel_stats, http, stats, topic_stats
 
 pytestmark = pytest.mark.timeout(60)
 

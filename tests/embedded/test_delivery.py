@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.rawconn import RawClient
+from tests.rawconn_support import RawClient
 from tests.support import wait_for
 
-from ._util import channel_stats, topic_stats
+from .support import channel_stats, topic_stats
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,7 +14,7 @@ import pytest
 
 from nsqclient.testing.daemons import NsqdProcess
 from nsqclient.testing.embedded import ThreadedEmbeddedNsqd
-from tests.rawconn import RawClient
+from tests.rawconn_support import RawClient
 
 from .conftest import start_embedded, start_real
 

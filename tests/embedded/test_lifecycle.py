@@ -19,11 +19,11 @@ from nsqclient.testing.embedded import (
     ThreadedEmbeddedLookupd,
     ThreadedEmbeddedNsqd,
 )
-from tests.rawconn import Closed, RawClient
+from tests.rawconn_support import Closed, RawClient
 from tests.support import wait_for
 
-from ._util import channel_stats, http, stats
 from .conftest import start_embedded, start_real
+from .support import channel_stats, http, stats
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -19,11 +19,11 @@ import pytest
 
 from nsqclient.testing.daemons import NsqlookupdProcess
 from nsqclient.testing.embedded import ThreadedEmbeddedLookupd
-from tests.rawconn import RawClient, host_port
+from tests.rawconn_support import RawClient, host_port
 from tests.support import wait_for
 
-from ._util import channel_stats, http
 from .conftest import start_embedded, start_real
+from .support import channel_stats, http
 
 pytestmark = pytest.mark.timeout(90)
 

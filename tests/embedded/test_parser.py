@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from nsqclient.testing.embedded import ThreadedEmbeddedNsqd
 from nsqclient.testing.embedded.wire import go_json, go_quote, parse_base10, parse_query, to_int64
-from tests.rawconn import RawClient, identify_body, mpub_body, sized
+from tests.rawconn_support import RawClient, identify_body, mpub_body, sized
 
-from ._util import normalize
+from .support import normalize
 
 pytestmark = pytest.mark.timeout(120)
 

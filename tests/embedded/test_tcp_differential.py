@@ -23,10 +23,10 @@ from nsqclient.protocol import ErrorFrame, Heartbeat
 from nsqclient.testing.certs import CertBundle
 from nsqclient.testing.daemons import NsqdProcess
 from nsqclient.testing.embedded import ThreadedEmbeddedNsqd
-from tests.rawconn import RawClient, host_port, identify_body, mpub_body, sized
+from tests.rawconn_support import RawClient, host_port, identify_body, mpub_body, sized
 
-from ._util import transcript
 from .conftest import start_embedded, start_real
+from .support import transcript
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,9 +12,9 @@ import pytest
 
 from nsqclient.protocol import DeflateCodec, SnappyCodec
 from nsqclient.testing.certs import CertBundle
-from tests.rawconn import RawClient, sized
+from tests.rawconn_support import RawClient, sized
 
-from ._util import channel_stats, http
+from .support import channel_stats, http
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -8,7 +8,7 @@ import pytest
 from nsqclient.stats import ConnectionStats, SyncReaderStats, SyncWriterStats
 from nsqclient.sync import SyncReader, SyncWriter
 from nsqclient.testing.daemons import NsqdProcess
-from tests.stats_shape import check_shape
+from tests.stats_support import check_shape
 from tests.support import wait_until
 
 from .support import channel_stats, unique

@@ -1,6 +1,6 @@
 """Test certificates and the development auth server, checked against real nsqd.
 
-Talks to nsqd with the standard library only (``_stdlib_wire``), so these tests vouch for the
+Talks to nsqd with the standard library only (``wire_support``), so these tests vouch for the
 infrastructure independently of nsqclient's own protocol code.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from _stdlib_wire import FRAME_ERROR, FRAME_RESPONSE, auth, connect, identify, read_frame, send
+from wire_support import FRAME_ERROR, FRAME_RESPONSE, auth, connect, identify, read_frame, send
 
 from nsqclient.testing.certs import CLIENT_COMMON_NAME, CertBundle
 from nsqclient.testing.daemons import NsqdProcess, free_port, http_request

@@ -6,13 +6,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from _nsqd_helpers import channel_stats, options, unique, wait_channel
+from nsqd_support import channel_stats, options, unique, wait_channel
 
 from nsqclient import errors
 from nsqclient.message import Message
 from nsqclient.protocol import CLOSE_WAIT, HEARTBEAT, OK, ErrorFrame, commands
 from nsqclient.testing.daemons import NsqdProcess
-from tests.rawconn import RawConnection
+from tests.rawconn_support import RawConnection
 from tests.support import wait_until
 
 pytestmark = pytest.mark.timeout(60)

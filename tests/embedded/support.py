@@ -1,7 +1,7 @@
 """Small async helpers shared by the embedded-server tests: HTTP calls, /stats lookups and
 transcripts (:func:`transcript` turns what a server answers to a script into comparable tuples,
 which is how the differential tests check the embedded nsqd against the real one). The raw
-client is ``tests.rawconn.RawClient``; deadline waits are ``tests.support.wait_for``."""
+client is ``tests.rawconn_support.RawClient``; deadline waits are ``tests.support.wait_for``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import httpx
 
 from nsqclient.message import Message
 from nsqclient.protocol import ErrorFrame, Event, Heartbeat, Response
-from tests.rawconn import SYNC_TOPIC, Closed, RawClient, sized
+from tests.rawconn_support import SYNC_TOPIC, Closed, RawClient, sized
 
 T = TypeVar("T")
 
