@@ -100,9 +100,9 @@ def _timed_out(timeout: float, what: str | None, condition: Callable[..., Any], 
 
 def _describe(condition: Callable[..., Any]) -> str:
     """The condition's source (a lambda's line), or its name: what the test waited for."""
-    name = getattr(condition, "__qualname__", repr(condition))
-    if not name.endswith("<lambda>"):
-        return name
+    name = getattr(condition, "__name__", repr(condition))
+    if name != "<lambda>":
+        return str(name)
     try:
         source = inspect.getsource(condition)
     except (OSError, TypeError):
