@@ -5,15 +5,13 @@ client is ``tests.rawconn_support.RawClient``; deadline waits are ``tests.suppor
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
 from nsqclient.message import Message
 from nsqclient.protocol import ErrorFrame, Event, Heartbeat, Response
 from tests.rawconn_support import SYNC_TOPIC, Closed, RawClient, sized
-
-T = TypeVar("T")
 
 
 async def http(server: Any, method: str, path: str, **kwargs: Any) -> httpx.Response:

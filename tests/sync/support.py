@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -18,8 +18,6 @@ from nsqclient.sync import SyncReader, portal
 from nsqclient.testing.daemons import NsqdProcess
 from tests.support import frozen as frozen
 from tests.support import unique as unique
-
-T = TypeVar("T")
 
 DEADLINE = 20.0  # seconds any condition may take before the test fails
 POLL = 0.02

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import ssl
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from nsqclient.protocol import IdentifyOptions
 from nsqclient.testing.daemons import NsqdProcess
 from tests.support import unique as unique
 from tests.support import wait_until
-
-T = TypeVar("T")
-
-POLL = 0.02  # seconds between two looks at /stats; every wait is bounded by a deadline
 
 
 def options(**kwargs: Any) -> IdentifyOptions:
