@@ -55,13 +55,21 @@ class AuthRequest:
     path: str
     accept: str
 
+    @property
+    def query(self) -> dict[str, str]:
+        """Every query parameter nsqd sent, by name (``secret``, ``remote_ip``, ``tls``, ...)."""
+        query = urllib.parse.urlsplit(self.path).query
+        return dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
+
 
 class AuthServer:
     """Threaded HTTP server implementing nsqd's auth contract for a fixed set of secrets.
 
     ``secrets`` maps a secret to its authorization entries (``None``: no secret is known).
     Every query is recorded in :attr:`requests`. ``set_secret``/``remove_secret`` change the
-    answers while running (with a short ``ttl``, that provokes nsqd's re-query paths).
+    answers while running (with a short ``ttl``, that provokes nsqd's re-query paths);
+    ``set_reply`` makes a secret get a fixed reply, well-formed or not (how nsqd takes odd
+    answers).
     """
 
     def __init__(
@@ -82,6 +90,8 @@ class AuthServer:
         self._secrets: dict[str, list[Authorization]] = {
             secret: [dict(a) for a in auths] for secret, auths in (secrets or {}).items()
         }
+        self._ttls: dict[str, int] = {}
+        self._replies: dict[str, tuple[int, Any]] = {}
         self._requests: list[AuthRequest] = []
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -92,13 +102,30 @@ class AuthServer:
 
     # -- configuration --
 
-    def set_secret(self, secret: str, authorizations: Sequence[Authorization]) -> None:
+    def set_secret(
+        self, secret: str, authorizations: Sequence[Authorization], *, ttl: int | None = None
+    ) -> None:
+        """Answer ``secret`` with these authorizations (for ``ttl`` seconds, default the
+        server's)."""
         with self._lock:
             self._secrets[secret] = [dict(a) for a in authorizations]
+            self._replies.pop(secret, None)
+            if ttl is None:
+                self._ttls.pop(secret, None)
+            else:
+                self._ttls[secret] = ttl
+
+    def set_reply(self, secret: str, status: int, body: Any) -> None:
+        """Answer ``secret`` with ``status`` and ``body`` as they are: a ``str`` as plain text,
+        anything else as JSON (e.g. a 500, a 403, or a reply missing fields)."""
+        with self._lock:
+            self._replies[secret] = (status, body)
 
     def remove_secret(self, secret: str) -> None:
         with self._lock:
             self._secrets.pop(secret, None)
+            self._replies.pop(secret, None)
+            self._ttls.pop(secret, None)
 
     # -- what happened --
 
@@ -129,10 +156,17 @@ class AuthServer:
             self._requests.append(request)
             self._changed.notify_all()
             auths = self._secrets.get(request.secret)
+            fixed = self._replies.get(request.secret)
+            ttl = self._ttls.get(request.secret, self.ttl)
+        if fixed is not None:
+            status, body = fixed
+            if isinstance(body, str):
+                return status, body.encode(), "text/plain"
+            return status, json.dumps(body).encode(), "application/json"
         if auths is None and self.unknown_secret == "forbidden":
             return 403, b"forbidden: unknown secret\n", "text/plain"
         reply = {
-            "ttl": self.ttl,
+            "ttl": ttl,
             "identity": request.secret if auths is not None else "",
             "identity_url": self.identity_url,
             "authorizations": auths or [],

@@ -24,9 +24,9 @@
 #
 # What runs on the second Python, and why. The first Python (.venv, 3.11) runs everything, on
 # both backends. The second one exists to catch code that hangs or breaks on an asyncio detail
-# of one version, i.e. the client's I/O code: tests/aio, tests/sync, tests/integration,
-# tests/cli and tests/observability, against real nsqd only (--nsq-backend=real: the embedded
-# repeats test the embedded server, not the client). Left out, because they would test nothing
+# of one version, i.e. the client's I/O code: tests/aio, tests/sync, tests/http_clients,
+# tests/integration, tests/cli and tests/observability, against real nsqd only
+# (--nsq-backend=real: the embedded repeats test the embedded server, not the client). Left out, because they would test nothing
 # new there: the pure layers (tests/protocol's hypothesis runs, tests/flow: no I/O, no asyncio),
 # the embedded server's own tests (tests/embedded), the test kit (tests/testing, whose demo runs
 # alone take 148 s), the tooling (tests/benchmark, tests/compare, tests/release, the mypy runs),
@@ -129,8 +129,8 @@ else
             step "pytest-$minor" "$root/.venv-$minor/bin/python" -m pytest "${parallel[@]}" "$@"
         else
             step "pytest-$minor" "$root/.venv-$minor/bin/python" -m pytest "${parallel[@]}" \
-                --nsq-backend=real tests/aio tests/sync tests/integration tests/cli \
-                tests/observability
+                --nsq-backend=real tests/aio tests/sync tests/http_clients tests/integration \
+                tests/cli tests/observability
         fi
     else
         echo "==> pytest-$minor: FAILED (could not bootstrap .venv-$minor with $second)"

@@ -12,7 +12,8 @@ Fixture names other tests rely on:
   ``readonly`` may only subscribe), ``nsqd_auth`` (nsqd asking that server)
 
 **Backends.** In the integration suites (``tests/integration/protocol``, ``tests/aio``,
-``tests/sync``, ``tests/cli``) every test using a daemon fixture runs twice: against real
+``tests/sync``, ``tests/http_clients``, ``tests/observability``, ``tests/cli``) every test
+using a daemon fixture runs twice: against real
 nsqd/nsqlookupd 1.3.0 processes (``[real]``) and against nsqclient's embedded server
 (``[embedded]``, :mod:`nsqclient.testing.embedded`, on its own loop thread). A test passing on
 one and failing on the other is a bug in the embedded server, unless it relies on a documented
@@ -58,6 +59,8 @@ BOTH_BACKENDS = [
     TESTS / "integration" / "protocol",
     TESTS / "aio",
     TESTS / "sync",
+    TESTS / "http_clients",  # nsqclient/http (a folder named http would shadow the stdlib)
+    TESTS / "observability",
     TESTS / "cli",
 ]
 """Suites whose daemon-using tests run on both backends."""

@@ -12,7 +12,8 @@ import pytest
 
 from nsqclient.sync import SyncWriter
 from nsqclient.testing.daemons import NsqdProcess
-from tests.sync.support import DEADLINE, channel_stats, drain_bodies, wait_for
+from tests.support import wait_until
+from tests.sync.support import DEADLINE, channel_stats, drain_bodies
 
 COUNT = 200
 EXIT_BOUND = 10.0  # seconds from SIGTERM to exit: "promptly", with margin for a loaded machine
@@ -32,7 +33,7 @@ def sigterm_child(argv: list[str], nsqd: NsqdProcess, topic: str, channel: str) 
                     child.wait(timeout=DEADLINE)
                     pytest.fail(f"child ended early: {child.stderr.read()}")
                 first.append(line.strip())
-            wait_for(
+            wait_until(
                 lambda: (s := channel_stats(nsqd, topic, channel)) and s["in_flight_count"] >= 1,
                 what="messages in flight at the child",
             )
@@ -55,7 +56,7 @@ def assert_exact_accounting(
     assert printed[-1] == "RESTORED True"
     assert len(set(handled)) == len(handled)  # nothing handled twice
     assert 0 < len(handled) < COUNT  # stopped half-way, as the test intends
-    stats = wait_for(
+    stats = wait_until(
         lambda: (s := channel_stats(nsqd, topic, channel)) and s["client_count"] == 0 and s,
         what="the child's connection to go away",
     )

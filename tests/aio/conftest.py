@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -27,33 +26,9 @@ from nsqclient.protocol.identify import IdentifyOptions
 from nsqclient.testing.daemons import NsqdProcess
 from tests.support import frozen as frozen
 from tests.support import unique as unique
+from tests.support import wait_for as wait_for  # for tests/aio/test_writer*, test_publish*
 
 DEADLINE = 15.0  # seconds any condition may take before the test fails
-POLL = 0.02
-
-
-async def wait_for(
-    predicate: Callable[[], object | Awaitable[object]],
-    timeout: float = DEADLINE,
-    what: str = "condition",
-) -> Any:
-    """Poll ``predicate`` (sync or async) until it returns something truthy; return that value.
-
-    Fails the test with ``what`` if the deadline passes first.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    last: object = None
-    while True:
-        result = predicate()
-        if inspect.isawaitable(result):
-            result = await result
-        if result:
-            return result
-        last = result
-        if loop.time() >= deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
-        await asyncio.sleep(POLL)
 
 
 class Stats:

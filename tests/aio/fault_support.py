@@ -16,8 +16,9 @@ from typing import Any
 from nsqclient.aio import Reader, Writer
 from nsqclient.errors import NSQError
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_for
 
-from .conftest import DEADLINE, Stats, wait_for
+from .conftest import DEADLINE, Stats
 
 #: nsqd's minimum heartbeat interval: dead links are found in about two seconds
 HEARTBEAT_MS = 1000

@@ -14,8 +14,9 @@ from typing import Any
 from nsqclient.aio import Message, Reader
 from nsqclient.http import NsqdHTTPClient
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_for
 
-from .conftest import DEADLINE, wait_for
+from .conftest import DEADLINE
 
 NsqdFactory = Callable[..., NsqdProcess]
 MakeReader = Callable[..., Reader]  # the ``make_reader`` fixture (conftest.py)

@@ -28,6 +28,7 @@ from nsqclient.errors import (
 from nsqclient.protocol import commands
 from nsqclient.testing.certs import CertBundle
 from nsqclient.testing.daemons import NsqdProcess, free_port
+from tests.support import wait_for
 
 from .conftest import (
     DEADLINE,
@@ -38,7 +39,6 @@ from .conftest import (
     frozen,
     make_connection,
     unique,
-    wait_for,
 )
 
 pytestmark = pytest.mark.timeout(60)

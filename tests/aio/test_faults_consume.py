@@ -21,8 +21,9 @@ from nsqclient.aio import Reader, Writer
 from nsqclient.aio.connection import Connection
 from nsqclient.errors import NSQTimeoutError
 from nsqclient.testing import FaultProxy
+from tests.support import wait_for
 
-from .conftest import DEADLINE, Stats, unique, wait_for
+from .conftest import DEADLINE, Stats, unique
 from .fault_support import FAST_CLIENT, HEARTBEAT_MS, MARGIN, NSQD_FAST_REDELIVERY
 from .reader_support import FAST, create_channel, wait_all_finished
 

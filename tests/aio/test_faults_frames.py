@@ -21,8 +21,9 @@ from nsqclient.aio.connection import Connection
 from nsqclient.errors import ConnectionClosedError, FrameTooLargeError, ProtocolError
 from nsqclient.testing import FaultProxy
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_for
 
-from .conftest import DEADLINE, Stats, unique, wait_for
+from .conftest import DEADLINE, Stats, unique
 from .fault_support import (
     FAST_CLIENT,
     HEARTBEAT_MS,

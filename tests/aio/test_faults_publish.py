@@ -19,8 +19,9 @@ import pytest
 from nsqclient.aio import Writer
 from nsqclient.testing import FaultProxy
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_for
 
-from .conftest import DEADLINE, Stats, unique, wait_for
+from .conftest import DEADLINE, Stats, unique
 from .fault_support import FAST_CLIENT, MARGIN, Ledger, drain, publish_one
 
 pytestmark = pytest.mark.timeout(90)

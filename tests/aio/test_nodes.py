@@ -15,8 +15,9 @@ from nsqclient.aio.options import ClientOptions
 from nsqclient.config import Config
 from nsqclient.protocol.identify import IdentifyOptions
 from nsqclient.testing.daemons import NsqdProcess, NsqlookupdProcess, free_port
+from tests.support import wait_for
 
-from .conftest import DEADLINE, wait_for
+from .conftest import DEADLINE
 
 pytestmark = pytest.mark.timeout(60)
 

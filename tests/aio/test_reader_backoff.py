@@ -10,8 +10,9 @@ import pytest
 
 from nsqclient.aio import Message, Reader
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_for
 
-from .conftest import DEADLINE, unique, wait_for
+from .conftest import DEADLINE, unique
 from .reader_support import (
     FAST,
     MakeReader,

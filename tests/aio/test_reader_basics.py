@@ -13,8 +13,9 @@ from nsqclient.aio import Message, Reader, ReaderState
 from nsqclient.compat import create_reader
 from nsqclient.errors import ConfigError
 from nsqclient.testing.daemons import NsqdProcess, NsqlookupdProcess
+from tests.support import wait_for
 
-from .conftest import DEADLINE, unique, wait_for
+from .conftest import DEADLINE, unique
 from .reader_support import MakeReader, NsqdFactory, channel_stats, client_totals, publish
 
 pytestmark = pytest.mark.timeout(60)

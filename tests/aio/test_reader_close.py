@@ -15,8 +15,9 @@ from nsqclient.aio import Message, Reader, ReaderState
 from nsqclient.aio.connection import Connection
 from nsqclient.errors import ClosedError
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_for
 
-from .conftest import DEADLINE, frozen, unique, wait_for
+from .conftest import DEADLINE, frozen, unique
 from .reader_support import (
     FAST,
     MakeReader,

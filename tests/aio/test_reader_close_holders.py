@@ -19,8 +19,9 @@ import pytest
 
 from nsqclient.aio import Message, Reader, ReaderState
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_for
 
-from .conftest import DEADLINE, unique, wait_for
+from .conftest import DEADLINE, unique
 from .reader_support import MakeReader, channel_stats, publish, recover_all
 
 pytestmark = pytest.mark.timeout(60)

@@ -9,8 +9,9 @@ import pytest
 
 from nsqclient.aio import Message
 from nsqclient.testing.daemons import NsqCluster, free_port
+from tests.support import wait_for
 
-from .conftest import DEADLINE, unique, wait_for
+from .conftest import DEADLINE, unique
 from .reader_support import FAST, MakeReader, publish, wait_all_finished, wait_connected
 
 pytestmark = pytest.mark.timeout(60)

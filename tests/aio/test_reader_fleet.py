@@ -13,8 +13,9 @@ import pytest
 
 from nsqclient.aio import Message
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_for
 
-from .conftest import unique, wait_for
+from .conftest import unique
 from .reader_support import (
     MakeReader,
     NsqdFactory,

@@ -13,8 +13,9 @@ import pytest
 
 from nsqclient.aio import Message
 from nsqclient.testing.daemons import NsqCluster
+from tests.support import wait_for
 
-from .conftest import DEADLINE, unique, wait_for
+from .conftest import DEADLINE, unique
 from .reader_support import (
     FAST,
     MakeReader,

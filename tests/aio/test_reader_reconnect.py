@@ -11,8 +11,9 @@ import pytest
 from nsqclient.aio import Message, ReaderState
 from nsqclient.errors import ConnectError, WrongPortError
 from nsqclient.testing.daemons import NsqdProcess, NsqlookupdProcess, free_port
+from tests.support import wait_for
 
-from .conftest import DEADLINE, unique, wait_for
+from .conftest import DEADLINE, unique
 from .reader_support import (
     FAST,
     MakeReader,

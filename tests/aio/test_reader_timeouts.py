@@ -14,8 +14,9 @@ import pytest
 from nsqclient.aio import Message
 from nsqclient.aio.connection import ConnectionState
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_for
 
-from .conftest import DEADLINE, unique, wait_for
+from .conftest import DEADLINE, unique
 from .reader_support import MakeReader, NsqdFactory, channel_stats, client_totals, publish
 
 pytestmark = pytest.mark.timeout(60)

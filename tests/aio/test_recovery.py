@@ -22,8 +22,9 @@ from nsqclient.errors import NoConnectionsError
 from nsqclient.testing import backends
 from nsqclient.testing.daemons import NsqdProcess, free_port
 from nsqclient.testing.faults import FaultProxy
+from tests.support import wait_for
 
-from .conftest import DEADLINE, unique, wait_for
+from .conftest import DEADLINE, unique
 from .reader_support import MakeReader, NsqdFactory, publish, wait_connected
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,9 +12,10 @@ from nsqclient.aio import Message, Writer
 from nsqclient.errors import BadMessageError
 from nsqclient.stats import ConnectionStats, ReaderStats, WriterStats
 from nsqclient.testing.daemons import NsqdProcess
-from tests.stats_shape import check_shape
+from tests.stats_support import check_shape
+from tests.support import wait_for
 
-from .conftest import DEADLINE, unique, wait_for
+from .conftest import DEADLINE, unique
 from .reader_support import MakeReader, client_totals
 
 FAST_RECONNECT = {"reconnect_delay": 50, "max_reconnect_delay": 300}

@@ -23,6 +23,7 @@ from nsqclient.errors import (
 )
 from nsqclient.sync import SyncWriter
 from nsqclient.testing.daemons import NsqdProcess, free_port
+from tests.support import wait_until
 
 from .conftest import DEADLINE, Stats, unique, wait_for
 
@@ -112,21 +113,12 @@ def test_sync_writer_one_oversized_among_many_fails_alone(small_nsqd: NsqdProces
         assert isinstance(errors[7], BadMessageError)
         assert [e for i, e in enumerate(errors) if i != 7] == [None] * 32
         # the core learned the limit; the blocking face refuses in the calling thread
-        wait_for_sync(lambda: w.aio.max_msg_size == 1024)
+        wait_until(lambda: w.aio.max_msg_size == 1024)
         with pytest.raises(MessageTooLargeError, match="max_msg_size=1024"):
             w.pub(topic, b"x" * 2000)
         w.pub(topic, b"after")
         assert w.stats()["failed"] == 1
     assert small_nsqd.stats(topic=topic)["topics"][0]["message_count"] >= 33
-
-
-def wait_for_sync(predicate: Any, timeout: float = DEADLINE) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 # ---------------------------------------------------------------- refused before sending

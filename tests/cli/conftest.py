@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
@@ -48,19 +47,6 @@ def cli(
         timeout=timeout,
         check=False,
     )
-
-
-def wait_until(
-    predicate: Callable[[], object], what: str, timeout: float = DEADLINE, every: float = 0.02
-) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(every)  # polling interval of a condition with a deadline
 
 
 class Running:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from nsqclient.http import SyncNsqdHTTPClient
+from tests.support import wait_until
 
 from .conftest import (
     DEADLINE,
@@ -26,7 +27,6 @@ from .conftest import (
     cli,
     topic_stats,
     unique,
-    wait_until,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -105,7 +105,7 @@ def test_tail_leaves_no_channel_and_nothing_in_flight(nsqd: Any) -> None:
     assert tail.returncode == 0, tail.stderr
     assert len(tail.stdout.splitlines()) == 2
     # the ephemeral channel disappears with its last client (nsqd does this asynchronously)
-    wait_until(lambda: channels_of(nsqd, topic) == [], "the tail channel to be deleted")
+    wait_until(lambda: channels_of(nsqd, topic) == [], what="the tail channel to be deleted")
 
 
 def test_tail_on_a_named_channel_fins_exactly_what_it_printed(nsqd: Any) -> None:
@@ -121,7 +121,7 @@ def test_tail_on_a_named_channel_fins_exactly_what_it_printed(nsqd: Any) -> None
         c = channel_stats(nsqd, topic, channel)
         return c if c and c["client_count"] == 0 and c["in_flight_count"] == 0 else None
 
-    stats = wait_until(settled, "tail to disconnect")
+    stats = wait_until(settled, what="tail to disconnect")
     assert stats["depth"] == 6  # the rest, and what was delivered but not shown, are back
 
 
@@ -138,7 +138,7 @@ def test_tail_requeue_leaves_a_live_channel_untouched(nsqd: Any) -> None:
     assert sorted(tail.stdout.splitlines()) == [b"m0", b"m1", b"m2", b"m3"]
     stats = wait_until(
         lambda: (c := channel_stats(nsqd, topic, channel)) and c["client_count"] == 0 and c,
-        "tail to disconnect",
+        what="tail to disconnect",
     )
     assert stats["in_flight_count"] == 0
     assert stats["depth"] == 4  # every message is still there for the real consumers
@@ -158,7 +158,7 @@ def test_signal_ends_tail_promptly_with_nothing_in_flight(
     assert shown == [b"m0", b"m1", b"m2"]
     wait_until(
         lambda: (c := channel_stats(nsqd, topic, channel)) and c["in_flight_count"] == 3,
-        "the three messages to be in flight",
+        what="the three messages to be in flight",
     )
     proc.signal(signum)
     assert proc.wait(timeout=10) == code, proc.stderr
@@ -177,7 +177,7 @@ def test_signal_ends_pub_promptly_with_every_sent_message_acknowledged(
     proc.write(b"one\ntwo\nthree\n")  # stdin stays open: pub waits for more
     wait_until(
         lambda: (t := topic_stats(nsqd, topic)) and t["message_count"] == 3,
-        "three messages at nsqd",
+        what="three messages at nsqd",
     )
     proc.signal(signum)
     assert proc.wait(timeout=10) == code
@@ -274,7 +274,7 @@ def test_tail_ends_when_the_reader_of_its_output_leaves(nsqd: Any) -> None:
         err = proc.stderr.read()
         proc.stderr.close()
     assert err == b""
-    wait_until(lambda: channels_of(nsqd, topic) == [], "the tail channel to be deleted")
+    wait_until(lambda: channels_of(nsqd, topic) == [], what="the tail channel to be deleted")
 
 
 def test_pub_batch_splits_mpubs_that_would_exceed_max_body_size(nsqd: Any) -> None:

@@ -10,17 +10,13 @@ ms) and are translated to nsqd flags for the real one.
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
-import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
 
-from nsqclient.testing.certs import CertBundle, make_certs
+from nsqclient.testing.certs import CertBundle
 from nsqclient.testing.daemons import NsqdProcess, NsqlookupdProcess
 from nsqclient.testing.embedded import ThreadedEmbeddedLookupd, ThreadedEmbeddedNsqd
 from nsqclient.testing.embedded.fixtures import (  # the shipped fixtures, exercised here
@@ -29,8 +25,7 @@ from nsqclient.testing.embedded.fixtures import (  # the shipped fixtures, exerc
     embedded_nsqd,
     embedded_nsqd_factory,
 )
-
-from ._raw import RawClient
+from tests.rawconn_support import RawClient
 
 __all__ = ["embedded_cluster", "embedded_lookupd", "embedded_nsqd", "embedded_nsqd_factory"]
 
@@ -148,68 +143,7 @@ def make_lookupd(backend: str) -> Iterator[Callable[..., Any]]:
         server.stop()
 
 
-@pytest.fixture(scope="session")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> CertBundle:
-    return make_certs(tmp_path_factory.mktemp("certs"))
-
-
-class AuthServer:
-    """A tiny auth server: ``replies[secret] = (status, json)``; unknown secrets get 403."""
-
-    def __init__(self) -> None:
-        self.replies: dict[str, tuple[int, Any]] = {}
-        self.requests: list[dict[str, str]] = []
-        self.lock = threading.Lock()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                query = dict(
-                    urllib.parse.parse_qsl(
-                        urllib.parse.urlsplit(self.path).query, keep_blank_values=True
-                    )
-                )
-                with owner.lock:
-                    owner.requests.append(query)
-                    status, doc = owner.replies.get(query.get("secret", ""), (403, "forbidden"))
-                body = json.dumps(doc).encode() if not isinstance(doc, str) else doc.encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def allow(self, secret: str, *authorizations: dict[str, Any], ttl: int = 3600) -> None:
-        self.replies[secret] = (
-            200,
-            {
-                "ttl": ttl,
-                "identity": f"id-{secret}",
-                "identity_url": "https://example.invalid/u",
-                "authorizations": list(authorizations),
-            },
-        )
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def auth_server() -> Iterator[AuthServer]:
-    server = AuthServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def tmp_certs(certs: CertBundle) -> dict[str, Path]:
+def tmp_certs(tls_certs: CertBundle) -> dict[str, Path]:
     """The TLS options both servers take (server cert/key)."""
-    return {"tls_cert": certs.server_cert, "tls_key": certs.server_key}
+    return {"tls_cert": tls_certs.server_cert, "tls_key": tls_certs.server_key}

@@ -3,7 +3,6 @@ client is told, which commands need AUTH first, permissions, and the TTL re-quer
 
 from __future__ import annotations
 
-import asyncio
 import json
 import ssl
 from collections.abc import Callable
@@ -12,9 +11,9 @@ from typing import Any
 import pytest
 
 from nsqclient.testing.certs import CertBundle
-
-from ._raw import Closed, RawClient, sized
-from .conftest import AuthServer
+from test_service.auth_server import AuthServer
+from tests.rawconn_support import Closed, RawClient, sized
+from tests.support import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -43,17 +42,20 @@ async def fatal(client: RawClient) -> str:
 
 
 async def test_auth_required_and_reply(make_nsqd: Factory, auth_server: AuthServer) -> None:
-    auth_server.allow("s3cret", ALL, {"permissions": ["publish"], "topic": "x", "channels": []})
+    auth_server.set_secret(
+        "s3cret", [ALL, {"permissions": ["publish"], "topic": "x", "channels": []}]
+    )
+    auth_server.identity_url = "https://example.invalid/u"
     server = make_nsqd(auth_http_address=auth_server.address)
     client, reply = await connect(server)
     assert reply["auth_required"] is True
     answer = await auth(client, b"s3cret")
     assert json.loads(answer) == {
-        "identity": "id-s3cret",
+        "identity": "s3cret",
         "identity_url": "https://example.invalid/u",
         "permission_count": 2,
     }
-    assert auth_server.requests[-1] == {
+    assert auth_server.requests[-1].query == {
         "common_name": "",
         "remote_ip": "127.0.0.1",
         "secret": "s3cret",
@@ -102,7 +104,7 @@ async def test_commands_need_auth_first(
 async def test_auth_failures(
     make_nsqd: Factory, auth_server: AuthServer, reply: tuple[int, Any], expected: str
 ) -> None:
-    auth_server.replies["s"] = reply
+    auth_server.set_reply("s", *reply)
     server = make_nsqd(auth_http_address=auth_server.address)
     client, _ = await connect(server)
     client.send(sized(b"AUTH\n", b"s"))
@@ -112,10 +114,12 @@ async def test_auth_failures(
 async def test_permissions_are_checked_per_command(
     make_nsqd: Factory, auth_server: AuthServer
 ) -> None:
-    auth_server.allow(
+    auth_server.set_secret(
         "limited",
-        {"permissions": ["publish"], "topic": "^events$", "channels": [".*"]},
-        {"permissions": ["subscribe"], "topic": "ev", "channels": ["^good$"]},
+        [
+            {"permissions": ["publish"], "topic": "^events$", "channels": [".*"]},
+            {"permissions": ["subscribe"], "topic": "ev", "channels": ["^good$"]},
+        ],
     )
     server = make_nsqd(auth_http_address=auth_server.address)
     client, _ = await connect(server)
@@ -131,7 +135,7 @@ async def test_permissions_are_checked_per_command(
 
 
 async def test_auth_twice(make_nsqd: Factory, auth_server: AuthServer) -> None:
-    auth_server.allow("s", ALL)
+    auth_server.set_secret("s", [ALL])
     server = make_nsqd(auth_http_address=auth_server.address)
     client, _ = await connect(server)
     await auth(client, b"s")
@@ -142,24 +146,24 @@ async def test_auth_twice(make_nsqd: Factory, auth_server: AuthServer) -> None:
 async def test_expired_authorizations_are_queried_again(
     make_nsqd: Factory, auth_server: AuthServer
 ) -> None:
-    auth_server.allow("short", ALL, ttl=1)
+    auth_server.set_secret("short", [ALL], ttl=1)
     server = make_nsqd(auth_http_address=auth_server.address)
     client, _ = await connect(server)
     await auth(client, b"short")
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 10
-    while len(auth_server.requests) < 2:  # publish until the TTL ran out and nsqd asked again
-        assert loop.time() < deadline, "nsqd never re-queried the auth server"
+
+    async def queried_again() -> bool:  # publish until the TTL ran out and nsqd asked again
         await client.pub("t", b"x")
-        await asyncio.sleep(0.1)
-    auth_server.replies["short"] = (403, "revoked")
-    while True:
+        return len(auth_server.requests) >= 2
+
+    await wait_for(queried_again, 10, "nsqd to query the auth server again", every=0.1)
+    auth_server.set_reply("short", 403, "revoked")
+
+    async def refused() -> Any:
         client.send(sized(b"PUB t\n", b"x"))
         event = await client.event()
-        if getattr(event, "data", None) != b"OK":
-            break
-        assert loop.time() < deadline + 5
-        await asyncio.sleep(0.1)
+        return None if getattr(event, "data", None) == b"OK" else event
+
+    event = await wait_for(refused, 15, "a PUB refused after the revocation", every=0.1)
     assert event.text == "E_AUTH_FAILED AUTH failed"  # type: ignore[union-attr]
     await client.close()
 
@@ -167,40 +171,40 @@ async def test_expired_authorizations_are_queried_again(
 async def test_auth_over_tls_tells_the_server(
     make_nsqd: Factory,
     auth_server: AuthServer,
-    certs: CertBundle,
+    tls_certs: CertBundle,
     tmp_certs: dict[str, Any],
 ) -> None:
-    auth_server.allow("s", ALL)
+    auth_server.set_secret("s", [ALL])
     server = make_nsqd(auth_http_address=auth_server.address, **tmp_certs)
     client = await RawClient.connect(server.tcp_address)
     reply = await client.identify(feature_negotiation=True, tls_v1=True, heartbeat_interval=1000)
     assert isinstance(reply, dict) and reply["tls_v1"]
-    await client.start_tls(ssl.create_default_context(cafile=str(certs.ca_cert)))
+    await client.start_tls(ssl.create_default_context(cafile=str(tls_certs.ca_cert)))
     assert await client.handshake_response() == b"OK"
     await auth(client, b"s")
-    assert auth_server.requests[-1]["tls"] == "true"
+    assert auth_server.requests[-1].query["tls"] == "true"
     await client.close()
 
 
 async def test_client_certificate_common_name_reaches_the_auth_server(
-    make_nsqd: Factory, auth_server: AuthServer, certs: CertBundle
+    make_nsqd: Factory, auth_server: AuthServer, tls_certs: CertBundle
 ) -> None:
-    auth_server.allow("s", ALL)
+    auth_server.set_secret("s", [ALL])
     server = make_nsqd(
         auth_http_address=auth_server.address,
-        tls_cert=certs.server_cert,
-        tls_key=certs.server_key,
-        tls_root_ca=certs.ca_cert,
+        tls_cert=tls_certs.server_cert,
+        tls_key=tls_certs.server_key,
+        tls_root_ca=tls_certs.ca_cert,
         tls_client_auth_policy="require-verify",
     )
-    context = ssl.create_default_context(cafile=str(certs.ca_cert))
-    context.load_cert_chain(str(certs.client_cert), str(certs.client_key))
+    context = ssl.create_default_context(cafile=str(tls_certs.ca_cert))
+    context.load_cert_chain(str(tls_certs.client_cert), str(tls_certs.client_key))
     client = await RawClient.connect(server.tcp_address)
     reply = await client.identify(feature_negotiation=True, tls_v1=True, heartbeat_interval=1000)
     assert isinstance(reply, dict) and reply["tls_v1"] and reply["auth_required"]
     await client.start_tls(context)
     assert await client.handshake_response() == b"OK"
     await auth(client, b"s")
-    assert auth_server.requests[-1]["common_name"] == certs.client_common_name
-    assert auth_server.requests[-1]["tls"] == "true"
+    assert auth_server.requests[-1].query["common_name"] == tls_certs.client_common_name
+    assert auth_server.requests[-1].query["tls"] == "true"
     await client.close()

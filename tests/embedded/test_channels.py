@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from nsqclient.protocol import ErrorFrame, Heartbeat
+from tests.rawconn_support import Closed, RawClient
+from tests.support import wait_for
 
-from ._raw import Closed, RawClient
-from ._util import channel_stats, http, stats, topic_stats, wait_for
+from .support import channel_stats, http, stats, topic_stats
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -44,11 +45,11 @@ async def test_ephemeral_channel_and_topic_go_with_last_client(make_nsqd: Factor
     await a.close()
     channel = await wait_for(
         lambda: channel_stats(server, "eph#ephemeral", "c#ephemeral"),
-        lambda c: c is not None and c["client_count"] == 1,
+        until=lambda c: c is not None and c["client_count"] == 1,
     )
     assert channel is not None
     await b.close()
-    await wait_for(lambda: topic_stats(server, "eph#ephemeral"), lambda t: t is None)
+    await wait_for(lambda: topic_stats(server, "eph#ephemeral"), until=lambda t: t is None)
 
 
 async def test_ephemeral_channel_survives_until_a_client_left(make_nsqd: Factory) -> None:
@@ -71,7 +72,8 @@ async def test_ephemeral_overflow_is_dropped(make_nsqd: Factory) -> None:
     pub = await publisher(server)
     await pub.pub("over", *[b"%d" % i for i in range(8)])
     channel = await wait_for(
-        lambda: channel_stats(server, "over", "c#ephemeral"), lambda c: c["message_count"] == 8
+        lambda: channel_stats(server, "over", "c#ephemeral"),
+        until=lambda c: c["message_count"] == 8,
     )
     assert channel["depth"] == 5
     await sub.close()
@@ -92,7 +94,9 @@ async def test_pause_and_unpause_topic_and_channel(make_nsqd: Factory) -> None:
     assert topic is not None and topic["paused"] and topic["depth"] == 1
     await http(server, "POST", "/channel/pause", params={"topic": "pause", "channel": "c"})
     await http(server, "POST", "/topic/unpause", params={"topic": "pause"})
-    channel = await wait_for(lambda: channel_stats(server, "pause", "c"), lambda c: c["depth"] == 1)
+    channel = await wait_for(
+        lambda: channel_stats(server, "pause", "c"), until=lambda c: c["depth"] == 1
+    )
     assert channel["paused"] and channel["in_flight_count"] == 0
     await http(server, "POST", "/channel/unpause", params={"topic": "pause", "channel": "c"})
     assert bytes((await sub.message()).body) == b"1"
@@ -110,7 +114,7 @@ async def test_empty_topic_and_channel(make_nsqd: Factory) -> None:
     sub = await consumer(server, "empty", "c", 1)
     await pub.pub("empty", b"3", b"4")
     msg = await sub.message()
-    await wait_for(lambda: channel_stats(server, "empty", "c"), lambda c: c["depth"] == 1)
+    await wait_for(lambda: channel_stats(server, "empty", "c"), until=lambda c: c["depth"] == 1)
     await http(server, "POST", "/channel/empty", params={"topic": "empty", "channel": "c"})
     channel = await channel_stats(server, "empty", "c")
     assert channel is not None
@@ -126,7 +130,7 @@ async def test_empty_topic_and_channel(make_nsqd: Factory) -> None:
 async def test_heartbeats_and_idle_disconnect(make_nsqd: Factory) -> None:
     server = make_nsqd()
     client = await RawClient.connect(server.tcp_address)
-    client.auto_nop = False
+    client.answer_heartbeats = False
     await client.setup(heartbeat_interval=1000)
     assert isinstance(await client.event(timeout=5, heartbeats=True), Heartbeat)
     events = await client.expect_closed(timeout=10)  # never answered: closed, no error frame
@@ -185,7 +189,7 @@ async def test_sampling_drops_part_of_the_stream(make_nsqd: Factory) -> None:
     pub = await publisher(server)
     await pub.pub("sample", *[b"s"] * 300)
     channel = await wait_for(
-        lambda: channel_stats(server, "sample", "c"), lambda c: c["depth"] == 0
+        lambda: channel_stats(server, "sample", "c"), until=lambda c: c["depth"] == 0
     )
     delivered = channel["in_flight_count"]
     assert 0 < delivered < 300  # about 31% is kept; the rest is consumed, not requeued
@@ -254,13 +258,13 @@ async def test_a_consumer_that_stops_reading_is_not_flooded(make_nsqd: Factory) 
     dropped (write/read deadlines); what it had in flight stays in flight."""
     server = make_nsqd()
     slow = await consumer(server, "bp", "c", 2500, heartbeat_interval=2000)
-    slow.auto_nop = False
+    slow.answer_heartbeats = False
     pub = await publisher(server)
     body = b"x" * 100_000
     for _ in range(6):
         await pub.pub("bp", *[body] * 50)
     channel = await wait_for(
-        lambda: channel_stats(server, "bp", "c"), lambda c: c["client_count"] == 0, timeout=20
+        lambda: channel_stats(server, "bp", "c"), until=lambda c: c["client_count"] == 0, timeout=20
     )
     assert 0 < channel["in_flight_count"] < 300
     assert channel["depth"] + channel["in_flight_count"] == 300

@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
-from ._raw import RawClient
-from ._util import channel_stats, topic_stats, wait_for
+from tests.rawconn_support import RawClient
+from tests.support import wait_for
+
+from .support import channel_stats, topic_stats
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -71,7 +73,7 @@ async def test_new_channel_only_gets_later_messages(make_nsqd: Factory) -> None:
     first = await consumer(server, "later", "first", 0)
     pub = await publisher(server)
     await pub.pub("later", b"old")
-    await wait_for(lambda: channel_stats(server, "later", "first"), lambda c: c["depth"] == 1)
+    await wait_for(lambda: channel_stats(server, "later", "first"), until=lambda c: c["depth"] == 1)
     second = await consumer(server, "later", "second", 5)
     await pub.pub("later", b"new")
     assert bytes((await second.message()).body) == b"new"
@@ -88,7 +90,7 @@ async def test_each_message_to_exactly_one_client_of_a_channel(make_nsqd: Factor
     pub = await publisher(server)
     await pub.pub("share", *[b"%d" % i for i in range(40)])
     channel = await wait_for(
-        lambda: channel_stats(server, "share", "c"), lambda c: c["in_flight_count"] == 40
+        lambda: channel_stats(server, "share", "c"), until=lambda c: c["in_flight_count"] == 40
     )
     counts = {c["remote_address"]: c["in_flight_count"] for c in channel["clients"]}
     got = []
@@ -107,13 +109,13 @@ async def test_rdy_is_a_window_not_a_counter(make_nsqd: Factory) -> None:
     await pub.pub("window", *[b"%d" % i for i in range(5)])
     first = await sub.messages(2)
     channel = await wait_for(
-        lambda: channel_stats(server, "window", "c"), lambda c: c["depth"] == 3
+        lambda: channel_stats(server, "window", "c"), until=lambda c: c["depth"] == 3
     )
     assert channel["in_flight_count"] == 2 and channel["clients"][0]["ready_count"] == 2
     sub.send(b"FIN " + first[0].id + b"\n")
     third = await sub.message()
     channel = await wait_for(
-        lambda: channel_stats(server, "window", "c"), lambda c: c["depth"] == 2
+        lambda: channel_stats(server, "window", "c"), until=lambda c: c["depth"] == 2
     )
     assert channel["in_flight_count"] == 2
     # lowering RDY below the in-flight count revokes nothing and stops deliveries
@@ -177,7 +179,7 @@ async def test_disconnected_clients_messages_wait_for_their_timeout(make_nsqd: F
     msg = await gone.message()
     await gone.close()
     channel = await wait_for(
-        lambda: channel_stats(server, "orphan", "c"), lambda c: c["client_count"] == 0
+        lambda: channel_stats(server, "orphan", "c"), until=lambda c: c["client_count"] == 0
     )
     # not requeued at once: still in flight, owned by the dead client
     assert (channel["in_flight_count"], channel["depth"]) == (1, 0)
@@ -269,7 +271,7 @@ async def test_dpub_defers_in_each_channel(make_nsqd: Factory) -> None:
     pub.send(b"DPUB dpub 3000\n\x00\x00\x00\x01x")
     assert await pub.response() == b"OK"
     channel = await wait_for(
-        lambda: channel_stats(server, "dpub", "c"), lambda c: c["deferred_count"] == 1
+        lambda: channel_stats(server, "dpub", "c"), until=lambda c: c["deferred_count"] == 1
     )
     assert channel["message_count"] == 1 and channel["depth"] == 0
     msg = await sub.message(timeout=10)

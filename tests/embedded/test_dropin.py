@@ -87,7 +87,7 @@ def daemons() -> Iterator[list[Daemon]]:
 
 
 def test_go_nsq_launch_line_through_the_shims(
-    shims: dict[str, str], daemons: list[Daemon], certs: CertBundle, tmp_path: Path
+    shims: dict[str, str], daemons: list[Daemon], tls_certs: CertBundle, tmp_path: Path
 ) -> None:
     lookupd_tcp, lookupd_http = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     lookupd = Daemon(
@@ -100,8 +100,8 @@ def test_go_nsq_launch_line_through_the_shims(
             "nsqd",
             f"--data-path={tmp_path}",
             f"--lookupd-tcp-address={lookupd_tcp}",
-            f"--tls-cert={certs.server_cert}",
-            f"--tls-key={certs.server_key}",
+            f"--tls-cert={tls_certs.server_cert}",
+            f"--tls-key={tls_certs.server_key}",
             f"--tcp-address={tcp}",
             f"--http-address={http}",
             f"--https-address={https}",
@@ -111,7 +111,7 @@ def test_go_nsq_launch_line_through_the_shims(
     )
     daemons.append(nsqd)
     assert f"nsqd TCP  {tcp}" in nsqd.lines and f"nsqd HTTPS {https}" in nsqd.lines
-    tls = {"tls_v1": True, "tls_ca_file": str(certs.ca_cert)}
+    tls = {"tls_v1": True, "tls_ca_file": str(tls_certs.ca_cert)}
     with SyncWriter([tcp], **tls) as writer:  # type: ignore[arg-type]
         writer.pub("dropin", b"one")
         writer.pub("dropin", b"two")

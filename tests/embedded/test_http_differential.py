@@ -14,8 +14,8 @@ import pytest
 
 from nsqclient.testing.daemons import NsqdProcess
 from nsqclient.testing.embedded import ThreadedEmbeddedNsqd
+from tests.rawconn_support import RawClient
 
-from ._raw import RawClient
 from .conftest import start_embedded, start_real
 
 pytestmark = pytest.mark.timeout(60)

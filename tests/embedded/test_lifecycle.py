@@ -19,10 +19,11 @@ from nsqclient.testing.embedded import (
     ThreadedEmbeddedLookupd,
     ThreadedEmbeddedNsqd,
 )
+from tests.rawconn_support import Closed, RawClient
+from tests.support import wait_for
 
-from ._raw import Closed, RawClient
-from ._util import channel_stats, http, stats, wait_for
 from .conftest import start_embedded, start_real
+from .support import channel_stats, http, stats
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -44,7 +45,7 @@ async def test_runs_inside_the_current_loop() -> None:
         assert bytes((await sub.message()).body) == b"in the same loop"
         lookup = await wait_for(
             lambda: http(lookupd, "GET", "/lookup", params={"topic": "loop"}),
-            lambda r: r.status_code == 200 and r.json()["producers"],
+            until=lambda r: r.status_code == 200 and r.json()["producers"],
         )
         producer = lookup.json()["producers"][0]
         assert producer["tcp_port"] == nsqd.tcp_port
@@ -103,7 +104,7 @@ async def _persisted(real: NsqdProcess) -> None:
 
     await wait_for(
         metadata,
-        lambda m: any(
+        until=lambda m: any(
             c.get("paused") for t in m.get("topics") or [] for c in t.get("channels") or []
         ),
     )
@@ -245,7 +246,7 @@ async def test_command_line_runs_until_sigterm() -> None:
             http_address = addresses["nsqlookupd HTTP"]
 
         await wait_for(
-            lambda: http(Lookupd, "GET", "/nodes"), lambda r: len(r.json()["producers"]) == 1
+            lambda: http(Lookupd, "GET", "/nodes"), until=lambda r: len(r.json()["producers"]) == 1
         )
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 20) == 0

@@ -19,10 +19,11 @@ import pytest
 
 from nsqclient.testing.daemons import NsqlookupdProcess
 from nsqclient.testing.embedded import ThreadedEmbeddedLookupd
+from tests.rawconn_support import RawClient, host_port
+from tests.support import wait_for
 
-from ._raw import RawClient, host_port
-from ._util import channel_stats, http, wait_for
 from .conftest import start_embedded, start_real
+from .support import channel_stats, http
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -70,7 +71,7 @@ async def same_view(lookupds: tuple[Any, Any], path: str, **params: str) -> tupl
     async def both() -> tuple[tuple[int, Any], tuple[int, Any]]:
         return await get(real, path, **params), await get(embedded, path, **params)
 
-    a, _ = await wait_for(both, lambda pair: pair[0] == pair[1])
+    a, _ = await wait_for(both, until=lambda pair: pair[0] == pair[1])
     return a
 
 
@@ -112,18 +113,19 @@ async def test_registrations_look_the_same(
         await sub.setup()
         await sub.sub("lk", "e#ephemeral")
         await wait_for(
-            lambda: get(emb_l, "/channels", topic="lk"), lambda r: "e#ephemeral" in r[1]["channels"]
+            lambda: get(emb_l, "/channels", topic="lk"),
+            until=lambda r: "e#ephemeral" in r[1]["channels"],
         )
         await same_view(lookupds, "/channels", topic="lk")
         await sub.close()
         await wait_for(
             lambda: get(emb_l, "/channels", topic="lk"),
-            lambda r: "e#ephemeral" not in r[1]["channels"],
+            until=lambda r: "e#ephemeral" not in r[1]["channels"],
         )
         await same_view(lookupds, "/channels", topic="lk")
         await http(nsqd, "POST", "/topic/delete", params={"topic": "solo"})
         await wait_for(
-            lambda: get(emb_l, "/lookup", topic="solo"), lambda r: r[1]["producers"] == []
+            lambda: get(emb_l, "/lookup", topic="solo"), until=lambda r: r[1]["producers"] == []
         )
         await same_view(lookupds, "/lookup", topic="solo")
         # tombstoning hides the producer from /lookup, not from /nodes
@@ -263,11 +265,11 @@ async def test_inactive_producers_are_filtered(make_lookupd: Callable[..., Any])
         await http(nsqd, "POST", "/topic/create", params={"topic": "idle"})
         await wait_for(
             lambda: get(lookupd, "/lookup", topic="idle"),
-            lambda r: len(r[1].get("producers", [])) == 1,
+            until=lambda r: len(r[1].get("producers", [])) == 1,
         )
         # no PING within 1 s: filtered from /lookup and /nodes, the topic stays listed
         await wait_for(
-            lambda: get(lookupd, "/lookup", topic="idle"), lambda r: r[1]["producers"] == []
+            lambda: get(lookupd, "/lookup", topic="idle"), until=lambda r: r[1]["producers"] == []
         )
         assert (await get(lookupd, "/nodes"))[1] == {"producers": []}
         assert (await get(lookupd, "/topics"))[1] == {"topics": ["idle"]}
@@ -284,7 +286,7 @@ async def test_pings_keep_an_embedded_nsqd_active(make_lookupd: Callable[..., An
         async def pings() -> int:
             return int(lookupd.logs().count("pinged"))
 
-        await wait_for(pings, lambda n: n >= 12)  # over 2 s, more than the inactivity window
+        await wait_for(pings, until=lambda n: n >= 12)  # over 2 s, more than the inactivity window
         assert len((await get(lookupd, "/lookup", topic="alive"))[1]["producers"]) == 1
     finally:
         nsqd.stop()

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from nsqclient.testing.embedded import ThreadedEmbeddedNsqd
 from nsqclient.testing.embedded.wire import go_json, go_quote, parse_base10, parse_query, to_int64
+from tests.rawconn_support import RawClient, identify_body, mpub_body, sized
 
-from ._raw import RawClient, identify_body, mpub_body, normalize, sized
+from .support import normalize
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -23,9 +23,10 @@ from nsqclient.protocol import ErrorFrame, Heartbeat
 from nsqclient.testing.certs import CertBundle
 from nsqclient.testing.daemons import NsqdProcess
 from nsqclient.testing.embedded import ThreadedEmbeddedNsqd
+from tests.rawconn_support import RawClient, host_port, identify_body, mpub_body, sized
 
-from ._raw import RawClient, host_port, identify_body, mpub_body, sized, transcript
 from .conftest import start_embedded, start_real
+from .support import transcript
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -230,7 +231,7 @@ async def _partial(address: str, data: bytes, *, eof: bool) -> list[object]:
     client = await RawClient.connect(address)
     if not eof:
         client.send(identify_body(heartbeat_interval=1000))
-        client.auto_nop = False
+        client.answer_heartbeats = False
     client.send(data)
     if eof:
         client.writer.write_eof()
@@ -320,8 +321,8 @@ def _snappy_payload(stream: bytes) -> int:
 
 
 @pytest.fixture(scope="module")
-def tls_pair(certs: CertBundle) -> Iterator[tuple[NsqdProcess, ThreadedEmbeddedNsqd]]:
-    options = {"tls_cert": certs.server_cert, "tls_key": certs.server_key}
+def tls_pair(tls_certs: CertBundle) -> Iterator[tuple[NsqdProcess, ThreadedEmbeddedNsqd]]:
+    options = {"tls_cert": tls_certs.server_cert, "tls_key": tls_certs.server_key}
     real = start_real(**options)
     embedded = start_embedded(**options)
     yield real, embedded

@@ -12,8 +12,7 @@ import pytest
 from nsqclient.message import Message
 from nsqclient.protocol import Response
 from nsqclient.testing.embedded import ThreadedEmbeddedNsqd
-
-from ._raw import RawClient, sized
+from tests.rawconn_support import RawClient, sized
 
 pytestmark = pytest.mark.timeout(120)
 

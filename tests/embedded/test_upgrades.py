@@ -12,29 +12,29 @@ import pytest
 
 from nsqclient.protocol import DeflateCodec, SnappyCodec
 from nsqclient.testing.certs import CertBundle
+from tests.rawconn_support import RawClient, sized
 
-from ._raw import RawClient, sized
-from ._util import channel_stats, http
+from .support import channel_stats, http
 
 pytestmark = pytest.mark.timeout(60)
 
 Factory = Callable[..., Any]
 
 
-def client_context(certs: CertBundle) -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=str(certs.ca_cert))
+def client_context(tls_certs: CertBundle) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(tls_certs.ca_cert))
 
 
 async def negotiate(
-    server: Any, certs: CertBundle | None, **fields: Any
+    server: Any, tls_certs: CertBundle | None, **fields: Any
 ) -> tuple[RawClient, dict[str, Any]]:
     """IDENTIFY with feature negotiation and perform the upgrades the reply grants."""
     client = await RawClient.connect(server.tcp_address)
     reply = await client.identify(feature_negotiation=True, heartbeat_interval=1000, **fields)
     assert isinstance(reply, dict)
     if reply["tls_v1"]:
-        assert certs is not None
-        await client.start_tls(client_context(certs))
+        assert tls_certs is not None
+        await client.start_tls(client_context(tls_certs))
         assert await client.handshake_response() == b"OK"
     if reply["snappy"]:
         client.enable(SnappyCodec())
@@ -95,13 +95,13 @@ async def test_snappy_carries_a_message_bigger_than_a_chunk(make_nsqd: Factory) 
 
 @pytest.mark.parametrize("compression", [None, "snappy", "deflate"])
 async def test_tls(
-    make_nsqd: Factory, certs: CertBundle, tmp_certs: dict[str, Any], compression: str | None
+    make_nsqd: Factory, tls_certs: CertBundle, tmp_certs: dict[str, Any], compression: str | None
 ) -> None:
     server = make_nsqd(**tmp_certs)
     fields: dict[str, Any] = {"tls_v1": True}
     if compression:
         fields[compression] = True
-    client, reply = await negotiate(server, certs, **fields)
+    client, reply = await negotiate(server, tls_certs, **fields)
     assert reply["tls_v1"] is True
     await roundtrip(server, client, "secure", b"secret payload")
     client_stats = (await channel_stats(server, "secure", "c") or {})["clients"][0]
@@ -128,14 +128,14 @@ async def test_no_upgrade_without_feature_negotiation(
 
 
 async def test_tls_required_refuses_commands_until_upgraded(
-    make_nsqd: Factory, certs: CertBundle, tmp_certs: dict[str, Any]
+    make_nsqd: Factory, tls_certs: CertBundle, tmp_certs: dict[str, Any]
 ) -> None:
     server = make_nsqd(tls_required="tcp-https", **tmp_certs)
     plain = await RawClient.connect(server.tcp_address)
     plain.send(b"NOP\n")
     assert await plain.error() == "E_INVALID cannot NOP in current state (TLS required)"
     assert await plain.expect_closed() == []
-    client, reply = await negotiate(server, certs, tls_v1=True)
+    client, reply = await negotiate(server, tls_certs, tls_v1=True)
     assert reply["tls_v1"] is True
     await roundtrip(server, client, "required", b"x")
     await client.close()
@@ -163,9 +163,9 @@ _VERSIONS = {
 }
 
 
-async def _handshakes(server: Any, certs: CertBundle, name: str) -> bool:
+async def _handshakes(server: Any, tls_certs: CertBundle, name: str) -> bool:
     """Whether a client that speaks only TLS version ``name`` completes the upgrade."""
-    context = client_context(certs)
+    context = client_context(tls_certs)
     context.set_ciphers("DEFAULT:@SECLEVEL=0")  # OpenSSL 3 refuses TLS < 1.2 above level 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # TLSv1 / TLSv1_1 names
@@ -192,12 +192,12 @@ async def _handshakes(server: Any, certs: CertBundle, name: str) -> bool:
 )
 async def test_tls_min_version(
     make_nsqd: Factory,
-    certs: CertBundle,
+    tls_certs: CertBundle,
     tmp_certs: dict[str, Any],
     minimum: str | None,
     accepted: list[str],
 ) -> None:
     server = make_nsqd(**tmp_certs, **({"tls_min_version": minimum} if minimum else {}))
-    assert [name for name in _VERSIONS if await _handshakes(server, certs, name)] == accepted
+    assert [name for name in _VERSIONS if await _handshakes(server, tls_certs, name)] == accepted
     expected = {None: 0x0301, "tls1.2": 0x0303, "tls1.3": 0x0304}[minimum]
     assert (await http(server, "GET", "/config/tls_min_version")).json() == expected

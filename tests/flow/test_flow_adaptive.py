@@ -12,7 +12,7 @@ from collections.abc import Hashable
 from nsqclient.flow import Outcome
 from nsqclient.flow.follow import _IDLE_TURN_MAX, _TURN
 
-from .harness import RTT, SILENCE, Harness
+from .support import RTT, SILENCE, Harness
 
 STEP = 0.002  # simulated seconds between steps (shorter than a silence window)
 

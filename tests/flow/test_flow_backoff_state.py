@@ -10,7 +10,7 @@ import pytest
 
 from nsqclient.flow import MAX_BACKOFF_LEVEL, ExponentialBackoff, FullJitterBackoff, Outcome
 
-from .harness import Harness, drive_out_of_backoff
+from .support import Harness, drive_out_of_backoff
 
 S, F, N = Outcome.SUCCESS, Outcome.FAILURE, Outcome.NEUTRAL
 

@@ -24,7 +24,7 @@ from nsqclient.flow import (
     per_connection_share,
 )
 
-from .harness import Harness, make_controller
+from .support import Harness, make_controller
 
 
 def rc(conn: str, count: int) -> RdyChange:

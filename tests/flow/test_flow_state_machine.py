@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from nsqclient.flow import ExponentialBackoff, FullJitterBackoff, Outcome
 
-from .harness import Harness, drive_out_of_backoff, make_controller
+from .support import Harness, drive_out_of_backoff, make_controller
 
 MAX_RDY = st.sampled_from([2500, 2500, 2500, 3, 1, 0])
 

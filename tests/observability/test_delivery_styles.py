@@ -16,7 +16,7 @@ from nsqclient.sync import SyncReader, SyncWriter
 from nsqclient.testing.daemons import NsqdProcess
 from tests.aio.conftest import DEADLINE, unique
 from tests.otel_support import Telemetry, installed_telemetry
-from tests.sync.support import wait_for
+from tests.support import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -82,5 +82,5 @@ def test_sync_get_is_observed(nsqd: NsqdProcess, telemetry: Telemetry) -> None:
         msg = reader.get(timeout=DEADLINE)
         assert msg is not None and msg.body == b"a"
         msg.fin()
-        wait_for(lambda: len(telemetry.spans("process")) == 1, what="the get()'s span ended")
+        wait_until(lambda: len(telemetry.spans("process")) == 1, what="the get()'s span ended")
     assert _outcomes(telemetry) == ["fin"]

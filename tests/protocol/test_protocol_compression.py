@@ -7,9 +7,9 @@ import os
 import zlib
 
 import pytest
-from _protocol_helpers import split_at
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from protocol_support import split_at
 
 from nsqclient.errors import ProtocolError
 from nsqclient.protocol import Codec, DeflateCodec, FrameDecoder, SnappyCodec, encode_message

@@ -6,9 +6,9 @@ import json
 import struct
 
 import pytest
-from _protocol_helpers import decode_all, frame_header, split_at, streams, view, views
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from protocol_support import decode_all, frame_header, split_at, streams, view, views
 
 from nsqclient import errors
 from nsqclient.message import Message

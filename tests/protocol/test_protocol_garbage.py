@@ -6,9 +6,9 @@ from __future__ import annotations
 import struct
 
 import pytest
-from _protocol_helpers import split_at, streams, views
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from protocol_support import split_at, streams, views
 
 from nsqclient.errors import FrameTooLargeError, ProtocolError
 from nsqclient.protocol import Event, FrameDecoder

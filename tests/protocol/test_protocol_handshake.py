@@ -8,9 +8,9 @@ from collections import deque
 from typing import Any
 
 import pytest
-from _protocol_helpers import split_at, view
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from protocol_support import split_at, view
 
 from nsqclient import errors
 from nsqclient.message import Message

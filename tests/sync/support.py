@@ -1,43 +1,49 @@
 """Helpers for the sync facade tests: deadlines, nsqd /stats, collecting messages.
 
-Every wait is a condition with a deadline (``wait_for``), never a bare sleep in test logic.
+Every wait is a condition with a deadline (``tests.support.wait_until``), never a bare sleep in
+test logic.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from nsqclient.message import Message
-from nsqclient.sync import SyncReader
+from nsqclient.sync import SyncReader, portal
 from nsqclient.testing.daemons import NsqdProcess
 from tests.support import frozen as frozen
 from tests.support import unique as unique
-
-T = TypeVar("T")
 
 DEADLINE = 20.0  # seconds any condition may take before the test fails
 POLL = 0.02
 
 
-def wait_for(predicate: Callable[[], T], timeout: float = DEADLINE, what: str = "condition") -> T:
-    """Poll ``predicate`` until it returns something truthy and return that (or fail)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {result!r})")
-        time.sleep(POLL)
-
-
 def loop_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "nsqclient-loop"]
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_loop_thread() -> Iterator[None]:
+    """After each test: no sync object left open and no ``nsqclient-loop`` thread running (a
+    conftest imports it to apply it to its directory: tests/sync, tests/observability)."""
+    yield
+    deadline = time.monotonic() + DEADLINE
+    while loop_threads() and time.monotonic() < deadline:
+        time.sleep(POLL)
+    leftover = loop_threads()
+    still_open = list(portal._open.values())
+    if leftover or still_open:
+        portal._close_open_objects_at_exit()  # clean up for the next test, then fail this one
+        pytest.fail(
+            f"test left {len(still_open)} sync objects open ({still_open!r}) and loop threads "
+            f"{[t.name for t in leftover]}"
+        )
+    assert threading.active_count() < 64
 
 
 def topic_stats(nsqd: NsqdProcess, topic: str) -> dict[str, Any] | None:

@@ -18,8 +18,9 @@ from werkzeug.serving import make_server
 
 from examples.flask_app.app import create_app
 from nsqclient.testing.daemons import NsqdProcess, free_port
+from tests.support import wait_until
 
-from .support import DEADLINE, drain_bodies, message_count, unique, wait_for
+from .support import DEADLINE, drain_bodies, message_count, unique
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUESTS, CLIENT_THREADS = 200, 16
@@ -119,7 +120,7 @@ def test_flask_under_gunicorn_preload_with_4_workers(nsqd: NsqdProcess) -> None:
         text=True,
     )
     try:
-        wait_for(lambda: gunicorn.poll() is not None or _port_open(port), what="gunicorn")
+        wait_until(lambda: gunicorn.poll() is not None or _port_open(port), what="gunicorn")
         assert gunicorn.poll() is None, gunicorn.communicate(timeout=DEADLINE)[0]
         bodies, replies = _hammer(port, "gunicorn")
         pids = {json.loads(reply)["pid"] for status, reply in replies if status == 200}

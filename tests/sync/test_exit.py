@@ -13,8 +13,9 @@ import pytest
 
 from nsqclient.sync import SyncReader, SyncWriter
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_until
 
-from .support import DEADLINE, channel_stats, collect, unique, wait_for
+from .support import DEADLINE, channel_stats, collect, unique
 
 SCRIPT = Path(__file__).parent / "scripts" / "hold_messages.py"
 # the test reader asks nsqd for a long msg_timeout: "at once" must not be nsqd's timeout
@@ -50,7 +51,7 @@ def _wait_ready(child: subprocess.Popen[str]) -> None:
 
 def _assert_all_back_at_once(nsqd: NsqdProcess, topic: str, expected: int) -> None:
     """Nothing stranded in flight; a new reader receives every unfinished message at once."""
-    stats = wait_for(
+    stats = wait_until(
         lambda: (s := channel_stats(nsqd, topic, "c")) and s["client_count"] == 0 and s,
         what="the child's connection to go away",
     )
@@ -82,7 +83,7 @@ def test_ctrl_c_during_run_lets_handlers_finish_and_requeues_the_rest(nsqd: Nsqd
     _publish(nsqd, topic, 30)
     child = _start_child("interrupt-run", nsqd, topic, fin=0)
     _interrupt(child, nsqd, topic)
-    stats = wait_for(
+    stats = wait_until(
         lambda: (s := channel_stats(nsqd, topic, "c")) and s["client_count"] == 0 and s,
         what="the child's connection to go away",
     )
@@ -95,7 +96,7 @@ def _interrupt(child: subprocess.Popen[str], nsqd: NsqdProcess, topic: str) -> N
     try:
         _wait_ready(child)
         # RDY 10: up to 10 delivered to the child, 1+ held, the rest queued in its bridge
-        wait_for(
+        wait_until(
             lambda: (s := channel_stats(nsqd, topic, "c")) and s["in_flight_count"] >= 1,
             what="messages in flight at the child",
         )
@@ -144,12 +145,12 @@ def test_break_requeues_what_was_queued_and_in_hand(nsqd: NsqdProcess) -> None:
             if seen <= 3:
                 msg.fin()
                 continue
-            wait_for(
+            wait_until(
                 lambda: reader.stats()["in_flight"] >= 2,
                 what="more messages queued behind the one in hand",
             )
             break  # one in hand, others delivered and queued in the bridge
-    stats = wait_for(
+    stats = wait_until(
         lambda: (s := channel_stats(nsqd, topic, "c")) and s["client_count"] == 0 and s,
         what="nsqd to drop the closed connection",
     )
@@ -173,7 +174,7 @@ def test_graceful_close_from_another_thread_while_iterating(nsqd: NsqdProcess) -
             closer.start()
             holding.set()
             # answer after the close began: graceful_close waits for it instead of requeueing
-            wait_for(lambda: reader.is_closed, what="close to begin")
+            wait_until(lambda: reader.is_closed, what="close to begin")
             msg.fin()
             finished.append(msg.body)
 

@@ -24,8 +24,9 @@ from nsqclient.errors import NSQError
 from nsqclient.sync import SyncReader, SyncWriter
 from nsqclient.testing import FaultProxy
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_until
 
-from .support import channel_stats, drain_bodies, message_count, unique, wait_for
+from .support import channel_stats, drain_bodies, message_count, unique
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -124,12 +125,14 @@ def test_sync_writer_publishes_through_network_faults(
         try:
             for name in ("cut (FIN)", "cut (RST)", "stall", "refuse"):
                 before = len(ledger.acked)
-                wait_for(lambda b=before: len(ledger.acked) > b + 20, what=f"before {name}")
+                wait_until(lambda b=before: len(ledger.acked) > b + 20, what=f"before {name}")
                 with fault(nsq_fault_proxy, name):
                     if not name.startswith("cut"):
                         time.sleep(PUBLISH_TIMEOUT + 0.5)  # how long the fault lasts
                 resumed, at = len(ledger.acked), time.monotonic()
-                wait_for(lambda r=resumed: len(ledger.acked) > r + 20, what=f"resume after {name}")
+                wait_until(
+                    lambda r=resumed: len(ledger.acked) > r + 20, what=f"resume after {name}"
+                )
                 assert time.monotonic() - at < 5.0
         finally:
             stop.set()
@@ -172,20 +175,20 @@ def test_sync_reader_consumes_through_a_cut_a_stall_refusals_and_a_slow_link(
             try:
                 for n, step in enumerate(["cut (RST)", "stall", "refuse"], start=2):
                     target = count[0] + 20
-                    wait_for(lambda t=target: count[0] >= t, what=f"messages before the {step}")
+                    wait_until(lambda t=target: count[0] >= t, what=f"messages before the {step}")
                     # a stall of the open connection only: its replacement must get through
                     with proxy.stall() if step == "stall" else fault(proxy, step):
                         start = time.monotonic()
                         if step == "refuse":
                             time.sleep(1.0)  # how long connections are refused
                         else:
-                            wait_for(
+                            wait_until(
                                 lambda n=n: proxy.counters().connections_accepted >= n,
                                 what=f"a new connection after the {step}",
                             )
                     if step == "refuse":  # accepted again: the reader must come back soon
                         start = time.monotonic()
-                        wait_for(
+                        wait_until(
                             lambda n=n: proxy.counters().connections_accepted >= n,
                             what="a new connection after the refusals",
                         )
@@ -193,14 +196,14 @@ def test_sync_reader_consumes_through_a_cut_a_stall_refusals_and_a_slow_link(
                     bound = (2.0 + MARGIN) if step == "stall" else 3.0
                     assert took < bound, f"{step}: the connection was replaced after {took:.2f}s"
                     resumed = count[0]
-                    wait_for(lambda r=resumed: count[0] > r, what=f"messages after the {step}")
+                    wait_until(lambda r=resumed: count[0] > r, what=f"messages after the {step}")
                 with proxy.slow(down=20_000, up=20_000):  # slow is not dead: no replacement
                     target = count[0] + 30
-                    wait_for(lambda t=target: count[0] >= t, what="messages over a slow link")
+                    wait_until(lambda t=target: count[0] >= t, what="messages over a slow link")
                 assert proxy.counters().connections_accepted == 4
                 writer.mpub(topic, bodies[200:])
-                wait_for(lambda: handled >= set(bodies), 25, what="every message handled")
-                wait_for(
+                wait_until(lambda: handled >= set(bodies), 25, what="every message handled")
+                wait_until(
                     lambda: (
                         (c := channel_stats(nsqd, topic, channel)) is not None
                         and c["in_flight_count"] == 0

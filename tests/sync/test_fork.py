@@ -15,8 +15,9 @@ from typing import Any
 from nsqclient.message import Message
 from nsqclient.sync import SyncReader, SyncWriter
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_until
 
-from .support import DEADLINE, channel_stats, collect, loop_threads, unique, wait_for
+from .support import DEADLINE, channel_stats, collect, loop_threads, unique
 
 CHILDREN = 4
 
@@ -163,7 +164,7 @@ def test_multiprocessing_fork_children_exit_without_closing(nsqd: NsqdProcess) -
         assert sorted(queue.get(timeout=DEADLINE) for _ in procs) == [3, 3]
         queue.close()
         queue.join_thread()
-        wait_for(
+        wait_until(
             lambda: (s := channel_stats(nsqd, topic, "c")) and s["client_count"] == 1,
             what="the children's connections to close",
         )

@@ -22,8 +22,9 @@ from nsqclient.errors import (
 from nsqclient.sync import SyncReader, SyncWriter, get_loop, run_in_loop
 from nsqclient.sync.portal import LoopThread
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_until
 
-from .support import channel_stats, collect, loop_threads, unique, wait_for
+from .support import channel_stats, collect, loop_threads, unique
 
 
 class Boom(Exception):
@@ -128,9 +129,9 @@ def test_server_error_reaches_the_thread_as_the_core_object(nsqd_factory: object
         # thread, before anything is sent, and the writer recovers
         with pytest.raises(MessageTooLargeError, match="max_msg_size=100"):
             writer.pub_nowait(topic, b"y" * 200)
-        wait_for(lambda: writer.aio.connections, what="the writer to reconnect")
+        wait_until(lambda: writer.aio.connections, what="the writer to reconnect")
         writer.pub(topic, b"fits again")
-    assert wait_for(lambda: _message_count(small, topic) == 2, what="2 stored messages")
+    assert wait_until(lambda: _message_count(small, topic) == 2, what="2 stored messages")
 
 
 def _message_count(nsqd: NsqdProcess, topic: str) -> int:
@@ -174,7 +175,7 @@ def test_blocked_publish_times_out_and_is_withdrawn(nsqd: NsqdProcess) -> None:
                 writer.pub(topic, b"never sent", timeout=0.5)
         first.result(timeout=20)
         writer.pub(topic, b"after")
-    assert wait_for(lambda: _message_count(nsqd, topic) == 3, what="exactly 3 stored messages")
+    assert wait_until(lambda: _message_count(nsqd, topic) == 3, what="exactly 3 stored messages")
 
 
 # ---------------------------------------------------------------- calls from the loop thread
@@ -232,7 +233,7 @@ def test_context_manager_errors_propagate_and_close(nsqd: NsqdProcess) -> None:
         for _msg in reader:
             raise Boom  # the message in hand is requeued on the way out
     assert reader.is_closed
-    stats = wait_for(lambda: channel_stats(nsqd, topic, "c"), what="channel stats")
+    stats = wait_until(lambda: channel_stats(nsqd, topic, "c"), what="channel stats")
     assert stats["in_flight_count"] == 0 and stats["depth"] == 1
 
 

@@ -16,8 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nsqclient.sync import SyncWriter
 from nsqclient.testing.daemons import NsqdProcess, free_port
+from tests.support import wait_until
 
-from .support import DEADLINE, unique, wait_for
+from .support import DEADLINE, unique
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = 7
@@ -62,7 +63,7 @@ def test_prometheus_consumer_exposes_the_metrics(nsqd: NsqdProcess) -> None:
         text=True,
     )
     try:
-        wait_for(lambda: consumer.poll() is not None or scrape(port), what="/metrics")
+        wait_until(lambda: consumer.poll() is not None or scrape(port), what="/metrics")
         assert consumer.poll() is None, consumer.communicate(timeout=DEADLINE)[0]
         with SyncWriter([nsqd.tcp_address]) as writer:
             writer.mpub(topic, [b"m%d" % i for i in range(MESSAGES)])
@@ -72,7 +73,7 @@ def test_prometheus_consumer_exposes_the_metrics(nsqd: NsqdProcess) -> None:
             done = samples and value(samples, "nsq_consumer_finished_messages_total") == MESSAGES
             return samples if done else None
 
-        samples = wait_for(finished, what=f"{MESSAGES} messages finished")
+        samples = wait_until(finished, what=f"{MESSAGES} messages finished")
     finally:
         consumer.send_signal(signal.SIGTERM)  # graceful: run() returns, the reader closes
         try:

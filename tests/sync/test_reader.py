@@ -13,8 +13,9 @@ from nsqclient.errors import ClosedError, ConfigError
 from nsqclient.message import Message
 from nsqclient.sync import SyncReader, SyncWriter
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_until
 
-from .support import DEADLINE, channel_stats, collect, unique, wait_for
+from .support import DEADLINE, channel_stats, collect, unique
 
 
 def _publish(nsqd: NsqdProcess, topic: str, bodies: list[bytes]) -> None:
@@ -70,7 +71,7 @@ def test_handler_slower_than_heartbeat_keeps_connection_and_messages(
     )
     runner.start()
     try:
-        first = wait_for(lambda: _clients(nsqd, topic, "c"), what="the reader to subscribe")
+        first = wait_until(lambda: _clients(nsqd, topic, "c"), what="the reader to subscribe")
         [client] = first
         max_seen = 0
         give_up_at = time.monotonic() + 60
@@ -199,7 +200,7 @@ def test_responses_from_other_threads(nsqd: NsqdProcess) -> None:
             w.start()
         for w in workers:
             w.join(DEADLINE)
-        stats = wait_for(
+        stats = wait_until(
             lambda: (s := reader.stats())["finished"] + s["requeued"] == 40 and s,
             what="every response to be applied",
         )
@@ -216,7 +217,7 @@ def test_set_max_in_flight_zero_pauses(nsqd: NsqdProcess) -> None:
         with pytest.raises(ConfigError):
             reader.set_max_in_flight(-1)  # raised in the caller's thread
         _publish(nsqd, topic, [b"a", b"b"])
-        wait_for(lambda: (s := channel_stats(nsqd, topic, "c")) and s["depth"] == 2, what="depth")
+        wait_until(lambda: (s := channel_stats(nsqd, topic, "c")) and s["depth"] == 2, what="depth")
         assert reader.get(timeout=0.5) is None  # paused (bounded look)
         reader.set_max_in_flight(10)
         assert sorted(m.body for m in collect(reader, 2)) == [b"a", b"b"]
@@ -250,7 +251,7 @@ def test_nsqd_restart_drops_stale_deliveries(nsqd: NsqdProcess) -> None:
         max_reconnect_delay=500,
     ) as reader:
         first = {m.body for m in collect(reader, 5)}
-        wait_for(
+        wait_until(
             lambda: (
                 (s := channel_stats(nsqd, topic, "c"))
                 and s["in_flight_count"] + s["depth"] == 55
@@ -262,7 +263,7 @@ def test_nsqd_restart_drops_stale_deliveries(nsqd: NsqdProcess) -> None:
         # A message taken before the loop has seen the connection drop is an ordinary
         # at-least-once duplicate (nsqd redelivers it); this test is about the ones still in the
         # bridge once the drop is known, so it looks only after the Reader counted the drop.
-        wait_for(
+        wait_until(
             lambda: reader.stats()["lost_on_disconnect"] >= 20,
             what="the Reader to see the connection drop with the buffered deliveries in flight",
         )
@@ -302,7 +303,7 @@ def test_stop_lets_running_handlers_finish_and_requeues_the_rest(nsqd: NsqdProce
     runner.join(DEADLINE + 35)
     assert not runner.is_alive() and reader.is_closed
     assert len(finished) == 3  # the running handlers finished; nothing new was started
-    stats = wait_for(
+    stats = wait_until(
         lambda: (s := channel_stats(nsqd, topic, "c")) and s["client_count"] == 0 and s,
         what="the reader's connection to go away",
     )

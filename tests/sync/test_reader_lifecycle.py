@@ -12,8 +12,9 @@ import pytest
 from nsqclient.message import Message
 from nsqclient.sync import SyncReader, SyncWriter, run_in_loop
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_until
 
-from .support import DEADLINE, channel_stats, collect, drain_bodies, unique, wait_for
+from .support import DEADLINE, channel_stats, collect, drain_bodies, unique
 
 STALL_BOUND = 5.0  # seconds; close_timeout is 30 s: "at once" must not wait it out
 
@@ -45,7 +46,7 @@ def test_close_stops_waiting_once_the_holding_thread_exits(nsqd: NsqdProcess) ->
     core = reader.aio
     closer = threading.Thread(target=reader.graceful_close)  # close_timeout: 30 s
     closer.start()
-    wait_for(lambda: core.tracker.has_waiters, what="the close to wait for the holder")
+    wait_until(lambda: core.tracker.has_waiters, what="the close to wait for the holder")
     assert closer.is_alive()  # waiting: the holder can still answer
     started = time.monotonic()
     leave.set()
@@ -54,7 +55,7 @@ def test_close_stops_waiting_once_the_holding_thread_exits(nsqd: NsqdProcess) ->
     assert not closer.is_alive()
     assert time.monotonic() - started < STALL_BOUND
     assert all(m.has_responded for m in held)
-    stats = wait_for(
+    stats = wait_until(
         lambda: (s := channel_stats(nsqd, topic, "c")) and s["client_count"] == 0 and s,
         what="the connection to go away",
     )
@@ -68,7 +69,9 @@ def test_stats_queued_counts_what_waits_in_the_bridge(nsqd: NsqdProcess) -> None
     with SyncReader(topic, "c", nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=20) as r:
         first = r.get(timeout=DEADLINE)
         assert first is not None
-        stats = wait_for(lambda: (s := r.stats())["in_flight"] == 20 and s, what="all 20 delivered")
+        stats = wait_until(
+            lambda: (s := r.stats())["in_flight"] == 20 and s, what="all 20 delivered"
+        )
         # one in hand; the other 19 wait in the bridge or in the local buffer
         assert stats["queued"] == 19, stats
         rest = collect(r, 19)
@@ -106,7 +109,7 @@ def test_a_dead_connection_is_forgotten_at_once(nsqd: NsqdProcess) -> None:
             old.abort()
 
         run_in_loop(drop(), DEADLINE)
-        wait_for(lambda: reader.aio.connections and reader.aio.connections[0] is not old)
+        wait_until(lambda: reader.aio.connections and reader.aio.connections[0] is not old)
         _publish(nsqd, topic, 1)
         collect(reader, 1)  # delivered on the new connection
         assert old not in sink._responders  # type: ignore[attr-defined]

@@ -8,8 +8,9 @@ import time
 from nsqclient.sync import SyncWriter
 from nsqclient.testing.daemons import NsqdProcess
 from nsqclient.testing.faults import FaultProxy
+from tests.support import wait_until
 
-from .support import DEADLINE, message_count, unique, wait_for
+from .support import DEADLINE, message_count, unique
 
 
 def test_a_blocking_publish_after_an_nsqd_restart_dials_at_once(nsqd: NsqdProcess) -> None:
@@ -23,7 +24,7 @@ def test_a_blocking_publish_after_an_nsqd_restart_dials_at_once(nsqd: NsqdProces
         writer.pub(topic, b"before")
         before = proxy.counters().connections_accepted
         nsqd.restart()
-        wait_for(lambda: writer.stats()["nsqd_down"], what="the loss to be noticed")
+        wait_until(lambda: writer.stats()["nsqd_down"], what="the loss to be noticed")
         started = time.monotonic()
         writer.pub(topic, b"after", timeout=DEADLINE)
         took = time.monotonic() - started

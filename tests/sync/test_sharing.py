@@ -9,8 +9,9 @@ import threading
 from nsqclient.message import Message
 from nsqclient.sync import SyncReader, SyncWriter, get_loop, run_in_loop
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_until
 
-from .support import DEADLINE, collect, message_count, unique, wait_for
+from .support import DEADLINE, collect, message_count, unique
 
 
 def test_coroutines_and_threads_share_writer_reader_and_tracker(nsqd: NsqdProcess) -> None:
@@ -57,7 +58,7 @@ def test_coroutines_and_threads_share_writer_reader_and_tracker(nsqd: NsqdProces
         assert run_in_loop(finish_on_loop(coroutine_half), timeout=DEADLINE) == 50
         for msg in thread_half:
             msg.fin()
-        wait_for(lambda: run_in_loop(in_flight()) == 0, what="the tracker to empty")
+        wait_until(lambda: run_in_loop(in_flight()) == 0, what="the tracker to empty")
         stats = r.stats()
         assert stats["finished"] == 100 and stats["in_flight"] == 0
     bodies = {m.body for m in msgs}

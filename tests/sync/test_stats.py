@@ -8,9 +8,10 @@ import pytest
 from nsqclient.stats import ConnectionStats, SyncReaderStats, SyncWriterStats
 from nsqclient.sync import SyncReader, SyncWriter
 from nsqclient.testing.daemons import NsqdProcess
-from tests.stats_shape import check_shape
+from tests.stats_support import check_shape
+from tests.support import wait_until
 
-from .support import channel_stats, unique, wait_for
+from .support import channel_stats, unique
 
 
 def test_sync_writer_stats_keys_and_values(nsqd: NsqdProcess) -> None:
@@ -63,7 +64,7 @@ def test_sync_reader_stats_keys_and_values(nsqd: NsqdProcess) -> None:
                 and sum(c["requeue_count"] for c in clients) == 1
             )
 
-        wait_for(applied, what="nsqd to apply 3 FIN and 1 REQ")
+        wait_until(applied, what="nsqd to apply 3 FIN and 1 REQ")
         stats = reader.stats()
     finally:
         reader.close()

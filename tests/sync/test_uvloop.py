@@ -15,8 +15,9 @@ from nsqclient.message import Message
 from nsqclient.sync import SyncReader, SyncWriter, get_loop
 from nsqclient.sync.portal import LOOP_ENV, loop_factory
 from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_until
 
-from .support import channel_stats, loop_threads, unique, wait_for
+from .support import channel_stats, loop_threads, unique
 
 
 @pytest.mark.parametrize("value", ["trio", "uv", "asyncio,uvloop"])
@@ -86,7 +87,7 @@ def test_the_facade_runs_on_uvloop(
         stats = reader.stats()
     assert len(set(bodies)) == 104
     assert (stats["received"], stats["finished"]) == (104, 104)
-    wait_for(
+    wait_until(
         lambda: (
             (c := channel_stats(nsqd, topic, channel)) is not None
             and c["message_count"] == 104

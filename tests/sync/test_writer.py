@@ -14,8 +14,9 @@ from nsqclient.errors import ClosedError, MessageTooLargeError
 from nsqclient.http import SyncNsqdHTTPClient
 from nsqclient.sync import SyncReader, SyncWriter
 from nsqclient.testing.daemons import NsqdProcess, free_port
+from tests.support import wait_until
 
-from .support import DEADLINE, drain_bodies, frozen, message_count, unique, wait_for
+from .support import DEADLINE, drain_bodies, frozen, message_count, unique
 
 
 def test_32_threads_every_message_acknowledged_once(nsqd: NsqdProcess) -> None:
@@ -123,7 +124,7 @@ def test_backpressure_blocks_threads_while_nsqd_is_frozen(nsqd: NsqdProcess) -> 
                 workers = [threading.Thread(target=publish, args=(t,)) for t in range(threads)]
                 for w in workers:
                     w.start()
-                wait_for(
+                wait_until(
                     lambda: (
                         (s := writer.stats())["outstanding"] == max_pending
                         and s["queued"] == max_queued
@@ -209,7 +210,7 @@ def test_close_while_threads_are_blocked_wakes_them(nsqd: NsqdProcess) -> None:
         workers = [threading.Thread(target=publish) for _ in range(8)]
         for w in workers:
             w.start()
-        wait_for(lambda: writer.stats()["queued"] == 2, what="the queue to fill")
+        wait_until(lambda: writer.stats()["queued"] == 2, what="the queue to fill")
         writer.close()  # closes at once: nothing waits for the frozen nsqd
         for w in workers:
             w.join(DEADLINE)
@@ -227,7 +228,7 @@ def test_cancelling_a_queued_pub_nowait_withdraws_it(nsqd: NsqdProcess) -> None:
             sent = writer.pub_nowait(topic, b"sent")  # takes the only pending slot
             head = writer.pub_nowait(topic, b"head")  # waits for the Writer (being sent)
             queued = [writer.pub_nowait(topic, f"q{i}".encode()) for i in range(3)]
-            wait_for(lambda: writer.stats()["queued"] == 4, what="four queued publishes")
+            wait_until(lambda: writer.stats()["queued"] == 4, what="four queued publishes")
             assert all(f.cancel() for f in queued)
         assert sent.result(DEADLINE) is None and head.result(DEADLINE) is None
         assert all(f.cancelled() for f in queued)

@@ -21,8 +21,9 @@ from nsqclient.errors import (
 )
 from nsqclient.sync import SyncWriter
 from nsqclient.testing.daemons import NsqdProcess, free_port
+from tests.support import wait_until
 
-from .support import DEADLINE, drain_bodies, frozen, message_count, unique, wait_for
+from .support import DEADLINE, drain_bodies, frozen, message_count, unique
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -78,9 +79,9 @@ def test_a_publish_that_timed_out_in_the_queue_says_it_was_never_sent(nsqd: Nsqd
         writer.pub(topic, b"warm-up")
         with frozen(nsqd):
             on_wire = writer.pub_nowait(topic, b"on-the-wire", timeout=1.0)
-            wait_for(lambda: writer.stats()["outstanding"] == 1, what="the first publish sent")
+            wait_until(lambda: writer.stats()["outstanding"] == 1, what="the first publish sent")
             queued = writer.pub_nowait(topic, b"queued", timeout=0.5)
-            wait_for(lambda: writer.stats()["queued"] == 1, what="the second one queued")
+            wait_until(lambda: writer.stats()["queued"] == 1, what="the second one queued")
             with pytest.raises(NotSentTimeoutError, match="never sent") as full:
                 writer.pub(topic, b"queue-full", timeout=0.2)
             assert full.value.sent is False
@@ -124,7 +125,7 @@ def test_a_cancelled_pub_nowait_counts_as_failed(nsqd: NsqdProcess) -> None:
         writer.pub(topic, b"warm-up")
         with frozen(nsqd):
             first = writer.pub_nowait(topic, b"on-the-wire", timeout=1.0)
-            wait_for(lambda: writer.stats()["outstanding"] == 1, what="the first publish sent")
+            wait_until(lambda: writer.stats()["outstanding"] == 1, what="the first publish sent")
             # hold the loop thread so that it cannot claim the second publish before the
             # cancel (once claimed, a concurrent future can no longer be cancelled)
             entered, release = threading.Event(), threading.Event()
@@ -142,6 +143,6 @@ def test_a_cancelled_pub_nowait_counts_as_failed(nsqd: NsqdProcess) -> None:
                 release.set()
             with pytest.raises((NSQTimeoutError, ConnectionClosedError)):
                 first.result(DEADLINE)
-        wait_for(lambda: writer.stats()["failed"] == 2, what="both counted")
+        wait_until(lambda: writer.stats()["failed"] == 2, what="both counted")
         with pytest.raises(concurrent.futures.CancelledError):
             second.result(0)

@@ -1,6 +1,6 @@
 """Test certificates and the development auth server, checked against real nsqd.
 
-Talks to nsqd with the standard library only (``_stdlib_wire``), so these tests vouch for the
+Talks to nsqd with the standard library only (``wire_support``), so these tests vouch for the
 infrastructure independently of nsqclient's own protocol code.
 """
 
@@ -12,16 +12,16 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from _stdlib_wire import FRAME_ERROR, FRAME_RESPONSE, auth, connect, identify, read_frame, send
+from wire_support import FRAME_ERROR, FRAME_RESPONSE, auth, connect, identify, read_frame, send
 
 from nsqclient.testing.certs import CLIENT_COMMON_NAME, CertBundle
 from nsqclient.testing.daemons import NsqdProcess, free_port, http_request
 from test_service.auth_server import AuthServer, parse_secret_spec
+from tests.support import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -185,15 +185,15 @@ def test_auth_server_command_line(tmp_path: Path) -> None:
     args += ["--secret", "pub:^events$::publish", "--secret", "pub:^other$"]
     with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
         try:
-            deadline = time.monotonic() + 20
-            while True:
+
+            def answer() -> tuple[int, bytes] | None:
                 try:
-                    status, body = http_request(address, "GET", "/auth", params={"secret": "pub"})
-                    break
+                    return http_request(address, "GET", "/auth", params={"secret": "pub"})
                 except OSError:
                     assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-                    assert time.monotonic() < deadline, "auth_server.py did not start"
-                    time.sleep(0.05)
+                    return None
+
+            status, body = wait_until(answer, 20, "auth_server.py to answer", every=0.05)
             assert status == 200
             assert json.loads(body)["authorizations"] == [
                 {"permissions": ["publish"], "topic": "^events$", "channels": [".*"]},

@@ -15,7 +15,7 @@ import nsqclient.testing
 from nsqclient.protocol import HEARTBEAT, IdentifyOptions, Response, commands
 from nsqclient.testing import backends
 from nsqclient.testing.daemons import NsqDaemonError
-from tests.rawconn import RawConnection
+from tests.rawconn_support import RawConnection
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,7 +16,7 @@ import pytest
 from nsqclient.aio import Reader, Writer
 from nsqclient.http import NsqdHTTPClient
 from nsqclient.sync import SyncWriter
-from nsqclient.testing.certs import CertBundle, make_certs
+from nsqclient.testing.certs import CertBundle
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -68,11 +68,6 @@ def servers() -> Iterator[list[Server]]:
     yield started
     for server in started:
         server.kill()
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> CertBundle:
-    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 async def consume(count: int, **reader_options: object) -> list[bytes]:
@@ -146,17 +141,17 @@ def test_module_with_lookupd_and_several_nsqd(servers: list[Server], tmp_path: P
     assert code == 0, rest
 
 
-def test_tls_flags(servers: list[Server], certs: CertBundle) -> None:
+def test_tls_flags(servers: list[Server], tls_certs: CertBundle) -> None:
     server = Server(
         "--tcp-address=127.0.0.1:0",
         "--http-address=127.0.0.1:0",
-        f"--tls-cert={certs.server_cert}",
-        f"--tls-key={certs.server_key}",
+        f"--tls-cert={tls_certs.server_cert}",
+        f"--tls-key={tls_certs.server_key}",
     )
     servers.append(server)
     (tcp,) = server.addresses("nsqd TCP")
     assert server.addresses("nsqd HTTPS")
-    options = {"tls_v1": True, "tls_ca_file": str(certs.ca_cert)}
+    options = {"tls_v1": True, "tls_ca_file": str(tls_certs.ca_cert)}
     with SyncWriter([tcp], **options) as writer:
         writer.pub("cli", b"over TLS")
     assert asyncio.run(consume(1, nsqd_tcp_addresses=[tcp], **options)) == [b"over TLS"]

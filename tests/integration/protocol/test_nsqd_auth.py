@@ -6,12 +6,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _nsqd_helpers import options, unique
+from nsqd_support import options, unique
 
 from nsqclient import errors
 from nsqclient.protocol import OK, AuthResponse, ErrorFrame, commands
 from nsqclient.testing.daemons import NsqdProcess
-from tests.rawconn import RawConnection
+from tests.rawconn_support import RawConnection
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from _nsqd_helpers import options, unique
+from nsqd_support import options, unique
 
 from nsqclient import errors
 from nsqclient.protocol import OK, ErrorFrame, IdentifyOptions, commands
 from nsqclient.protocol.names import is_valid_name
 from nsqclient.testing.daemons import NsqdProcess
-from tests.rawconn import RawConnection
+from tests.rawconn_support import RawConnection
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,13 +10,13 @@ import struct
 from typing import Any
 
 import pytest
-from _nsqd_helpers import ca_context, options, single_client, unique, wait_channel
+from nsqd_support import ca_context, options, single_client, unique, wait_channel
 
 from nsqclient import errors
 from nsqclient.message import Message
 from nsqclient.protocol import OK, ErrorFrame, IdentifyResponse, Response, commands
 from nsqclient.testing.daemons import NsqdProcess
-from tests.rawconn import RawConnection
+from tests.rawconn_support import RawConnection
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -4,11 +4,11 @@ nsqd: why a name must not contain a space or newline, why a line must stay short
 from __future__ import annotations
 
 import pytest
-from _nsqd_helpers import options, unique, wait_channel
+from nsqd_support import options, unique, wait_channel
 
 from nsqclient.protocol import OK, ErrorFrame, commands
 from nsqclient.testing.daemons import NsqdProcess
-from tests.rawconn import RawConnection
+from tests.rawconn_support import RawConnection
 
 pytestmark = pytest.mark.timeout(60)
 

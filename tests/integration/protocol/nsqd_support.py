@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import ssl
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from nsqclient.protocol import IdentifyOptions
 from nsqclient.testing.daemons import NsqdProcess
 from tests.support import unique as unique
-
-T = TypeVar("T")
-
-POLL = 0.02  # seconds between two looks at /stats; every wait is bounded by a deadline
+from tests.support import wait_until
 
 
 def options(**kwargs: Any) -> IdentifyOptions:
@@ -28,19 +23,6 @@ def options(**kwargs: Any) -> IdentifyOptions:
 def ca_context(ca_cert: Path) -> ssl.SSLContext:
     """Verifies nsqd's certificate against the test CA (hostname 127.0.0.1 is in its SAN)."""
     return ssl.create_default_context(cafile=str(ca_cert))
-
-
-def wait_for(probe: Callable[[], T | None], timeout: float = 10.0, what: str = "condition") -> T:
-    """Poll ``probe`` until it returns something other than None/False; fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while True:
-        last = probe()
-        if last is not None and last is not False:
-            return last
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(POLL)
 
 
 def channel_stats(nsqd: NsqdProcess, topic: str, channel: str) -> dict[str, Any] | None:
@@ -90,7 +72,7 @@ def wait_channel(
                 return None
         return stats
 
-    return wait_for(probe, timeout, f"channel {topic}/{channel} stats {expected} {client or ''}")
+    return wait_until(probe, timeout, f"channel {topic}/{channel} stats {expected} {client or ''}")
 
 
 def single_client(stats: dict[str, Any]) -> dict[str, Any]:

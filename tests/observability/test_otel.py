@@ -15,10 +15,9 @@ from nsqclient.errors import ConnectionClosedError, NSQTimeoutError
 from nsqclient.message import Message
 from nsqclient.observability import unwrap_body, wrap_body
 from nsqclient.testing.daemons import NsqdProcess, free_port
+from tests.aio.reader_support import channel_stats
 from tests.otel_support import Telemetry, installed_telemetry
-
-from .conftest import DEADLINE, frozen, unique, wait_for
-from .reader_support import channel_stats
+from tests.support import DEADLINE, frozen, unique, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 

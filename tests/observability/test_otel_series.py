@@ -12,8 +12,7 @@ import pytest
 from nsqclient.aio import Reader, Writer
 from nsqclient.testing.daemons import NsqdProcess
 from tests.otel_support import Telemetry, installed_telemetry
-
-from .conftest import DEADLINE, unique, wait_for
+from tests.support import DEADLINE, unique, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 

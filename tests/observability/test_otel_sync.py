@@ -13,8 +13,7 @@ from nsqclient.message import Message
 from nsqclient.sync import SyncReader, SyncWriter
 from nsqclient.testing.daemons import NsqdProcess
 from tests.otel_support import Telemetry, installed_telemetry
-
-from .support import DEADLINE, frozen, unique, wait_for
+from tests.support import DEADLINE, frozen, unique, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -60,10 +59,10 @@ def test_publishes_that_wait_for_a_full_queue_are_counted(
             for thread in threads:
                 thread.start()
             # one outstanding at nsqd, one in the queue, the third waits for room
-            wait_for(lambda: telemetry.value("nsq.sync.publish_queue.waits") >= 1, what="a wait")
+            wait_until(lambda: telemetry.value("nsq.sync.publish_queue.waits") >= 1, what="a wait")
             # the depth can read 0 for an instant (the loop took the queued one, the waiting
             # thread has not put its own yet), so wait for it to settle at 1
-            wait_for(lambda: telemetry.value("nsq.sync.publish_queue.depth") == 1, what="depth 1")
+            wait_until(lambda: telemetry.value("nsq.sync.publish_queue.depth") == 1, what="depth 1")
         for thread in threads:
             thread.join(DEADLINE)
         assert writer.stats()["published"] == 4
@@ -80,7 +79,7 @@ def test_iterated_messages_and_run_handlers_get_one_process_span_each(
             msg.fin()
             if n == 3:
                 break
-        wait_for(lambda: len(telemetry.spans("process")) == 3, what="three spans")
+        wait_until(lambda: len(telemetry.spans("process")) == 3, what="three spans")
         assert telemetry.value("nsq.sync.bridge.depth") == 0
     assert all(s.attributes["nsq.message.outcome"] == "fin" for s in telemetry.spans("process"))  # type: ignore[index]
 

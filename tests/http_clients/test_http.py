@@ -13,7 +13,6 @@ import inspect
 import socket
 import ssl
 import struct
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -38,7 +37,7 @@ from nsqclient.http import (
 )
 from nsqclient.testing.certs import CertBundle
 from nsqclient.testing.daemons import free_port
-from tests.support import unique
+from tests.support import unique, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -87,18 +86,6 @@ async def http(flavour: str, nsqd: Any) -> AsyncIterator[Either]:
     client = open_nsqd(flavour, nsqd.http_address)
     yield client
     await client.close()
-
-
-async def wait_for(probe: Callable[[], Awaitable[Any]], check: Callable[[Any], bool]) -> Any:
-    """Poll ``probe`` until ``check`` accepts its value; fail with the last value at DEADLINE."""
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        value = await probe()
-        if check(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {DEADLINE}s; last value: {value!r}")
-        await asyncio.sleep(0.02)
 
 
 def find_topic(stats: dict[str, Any], topic: str) -> dict[str, Any] | None:
@@ -208,7 +195,7 @@ async def test_pub_and_deferred_pub(http: Either, nsqd: Any) -> None:
     await http.pub(topic, "later", defer_ms=600_000)
     found = await wait_for(
         lambda: channel_stats(http, topic, channel),
-        lambda c: c is not None and c["depth"] == 1 and c["deferred_count"] == 1,
+        until=lambda c: c is not None and c["depth"] == 1 and c["deferred_count"] == 1,
     )
     assert found["message_count"] == 2
     assert await consume(nsqd.tcp_address, topic, channel, 1) == [b"now"]
@@ -275,9 +262,9 @@ async def test_topic_admin_effects(http: Either) -> None:
     assert (await topic_stats() or {}).get("paused") is False
 
     await http.mpub(topic, [b"a", b"b"])  # no channel yet: they wait at the topic
-    await wait_for(topic_stats, lambda t: t is not None and t["depth"] == 2)
+    await wait_for(topic_stats, until=lambda t: t is not None and t["depth"] == 2)
     await http.empty_topic(topic)
-    await wait_for(topic_stats, lambda t: t is not None and t["depth"] == 0)
+    await wait_for(topic_stats, until=lambda t: t is not None and t["depth"] == 0)
 
     await http.delete_topic(topic)
     assert await topic_stats() is None
@@ -298,9 +285,13 @@ async def test_channel_admin_effects(http: Either) -> None:
     assert (await channel_stats(http, topic, channel) or {}).get("paused") is False
 
     await http.mpub(topic, [b"1", b"2", b"3"])
-    await wait_for(lambda: channel_stats(http, topic, channel), lambda c: c and c["depth"] == 3)
+    await wait_for(
+        lambda: channel_stats(http, topic, channel), until=lambda c: c and c["depth"] == 3
+    )
     await http.empty_channel(topic, channel)
-    await wait_for(lambda: channel_stats(http, topic, channel), lambda c: c and c["depth"] == 0)
+    await wait_for(
+        lambda: channel_stats(http, topic, channel), until=lambda c: c and c["depth"] == 0
+    )
 
     await http.delete_channel(topic, channel)
     assert await channel_stats(http, topic, channel) is None
@@ -376,7 +367,7 @@ async def test_set_lookupd_addresses_registers_nsqd(
             nsqlookupd.tcp_address
         ]
         await wait_for(
-            lookupd.nodes, lambda nodes: lone.tcp_address in {n.tcp_address for n in nodes}
+            lookupd.nodes, until=lambda nodes: lone.tcp_address in {n.tcp_address for n in nodes}
         )
     finally:
         await http.close()
@@ -498,7 +489,9 @@ async def test_lookup_lists_producer_after_pub(lookupd: Either, nsq_cluster: Any
     topic, channel = unique(), unique("c")
     with SyncNsqdHTTPClient(nsqd.http_address) as http:
         http.pub(topic, b"x")
-        result = await wait_for(lambda: lookupd.lookup(topic), lambda r: bool(producers_of(r)))
+        result = await wait_for(
+            lambda: lookupd.lookup(topic), until=lambda r: bool(producers_of(r))
+        )
         assert producers_of(result) == {nsqd.tcp_address}
         (producer,) = result.producers
         assert producer.broadcast_address == "127.0.0.1"
@@ -507,7 +500,7 @@ async def test_lookup_lists_producer_after_pub(lookupd: Either, nsq_cluster: Any
 
         assert topic in await lookupd.topics()
         http.create_channel(topic, channel)
-    assert await wait_for(lambda: lookupd.channels(topic), lambda c: channel in c)
+    assert await wait_for(lambda: lookupd.channels(topic), until=lambda c: channel in c)
     assert channel in (await lookupd.lookup(topic)).channels
 
 
@@ -521,7 +514,7 @@ async def test_nodes(lookupd: Either, nsq_cluster: Any) -> None:
     def has_topic(nodes: list[Any]) -> bool:
         return any(n.tcp_address == nsqd.tcp_address and topic in n.topics for n in nodes)
 
-    nodes = await wait_for(lookupd.nodes, has_topic)
+    nodes = await wait_for(lookupd.nodes, until=has_topic)
     assert not any(n.is_tombstoned(topic) for n in nodes)
 
 
@@ -556,7 +549,9 @@ async def test_tombstone_hides_producer_from_lookup(
         with SyncNsqdHTTPClient(nsqd.http_address) as http:
             http.create_topic(topic)
     wanted = {first.tcp_address, second.tcp_address}
-    result = await wait_for(lambda: lookupd.lookup(topic), lambda r: producers_of(r) == wanted)
+    result = await wait_for(
+        lambda: lookupd.lookup(topic), until=lambda r: producers_of(r) == wanted
+    )
 
     producer = next(p for p in result.producers if p.tcp_address == first.tcp_address)
     node: Producer | str = producer if by == "producer" else first.http_address
