@@ -513,7 +513,7 @@ class SyncReader(FacadeLifecycle):
             self._check()
         if self._generation == -1:  # closed before first use: a core Reader that never ran
             reader = self._core_reader(None)
-            reader._close_unstarted()
+            reader.close()  # never started: closes at once (nothing to hand back)
         else:
             reader = self._reader
         core: ReaderStats
