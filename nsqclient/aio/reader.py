@@ -14,6 +14,8 @@ the sequence, the immediate ``close()`` and ``stop_on_signals()`` are carried ou
 
 This module keeps the Reader's state and the paths that run per read or per answer: what the
 connections tell their owner (messages, FIN/REQ written, errors, up and lost) and the counters.
+(A little over 500 lines: every public method's contract is documented here, where users read
+it, though the code behind the close and the handlers lives in the modules above.)
 """
 
 from __future__ import annotations
