@@ -7,8 +7,8 @@
 * ``on_page_content``: the docstrings use Sphinx cross-reference roles (``:class:`~x.Y```),
   which Markdown renders literally; show them as plain code (``~`` keeps the last name only).
   It also fails the build when an API reference page shows a name of the layers (``NOT_PUBLIC``:
-  a private keyword, the blocking facade's publish path, asyncio.Protocol's callbacks, a private
-  base class), which mkdocs.yml's options, the pages' filters and docs/_griffe.py keep out.
+  a private keyword, asyncio.Protocol's callbacks, a private base class), which mkdocs.yml's
+  options, the pages' filters and docs/_griffe.py keep out.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ PENDING: dict[str, tuple[str, str]] = {}
 
 NOT_PUBLIC = (
     "_checked",
-    "publish_to",
-    "publish_done",
     "data_received",
     "connection_made",
     "FacadeLifecycle",

@@ -13,21 +13,15 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
+# shellcheck source=cluster_lib.sh
+source "$here/cluster_lib.sh" # find_go, build_gobench, die
 python="${PYTHON:-$repo/.venv/bin/python}"
 [[ -x "$python" ]] || python="$(command -v python3)"
 bin_dir="$here/.gobench"
 export GO_MAX_PROCS="${GO_MAX_PROCS:-1}"
 
-go_bin="$(command -v go || true)"
-[[ -z "$go_bin" && -x /usr/local/go/bin/go ]] && go_bin=/usr/local/go/bin/go
-[[ -n "$go_bin" ]] || {
-    echo "benchmark_compare_go.sh: ERROR: Go is not installed" >&2
-    exit 1
-}
-mkdir -p "$bin_dir"
-[[ -f "$bin_dir/.gitignore" ]] || echo "*" >"$bin_dir/.gitignore"
-echo "benchmark_compare_go.sh: building gobench with $("$go_bin" version)" >&2
-(cd "$repo/benchmarks/compare/gobench" && GOFLAGS="-mod=readonly -buildvcs=false" "$go_bin" build -o "$bin_dir/gobench" .)
+go_bin="$(find_go)" || die "Go is not installed"
+build_gobench "$go_bin" "$bin_dir"
 
 bash "$here/build_nsq.sh" >/dev/null # nsqd for the harness's fresh daemons
 

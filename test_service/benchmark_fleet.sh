@@ -7,26 +7,23 @@
 #   bash test_service/benchmark_fleet.sh --clients nsqclient,nsqclient+rdy_strategy=even,go-nsq
 #
 # Builds go-nsq's side (benchmarks/compare/gobench, whose `fleet` command is fleet.go) through the
-# Go module proxy into test_service/.gobench/, as benchmark_compare_go.sh does, and the NSQ
-# binaries (build_nsq.sh). GO_MAX_PROCS (default 1) is the Go program's GOMAXPROCS. Extra
-# arguments go to `python -m benchmarks.fleet`; results land in
+# Go module proxy into test_service/.gobench/ (cluster_lib.sh's build_gobench, shared with
+# benchmark_compare_go.sh), and the NSQ binaries (build_nsq.sh). GO_MAX_PROCS (default 1) is the
+# Go program's GOMAXPROCS. Extra arguments go to `python -m benchmarks.fleet`; results land in
 # benchmark-results/fleet-<time>.{json,png} (the plot when matplotlib is installed).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
+# shellcheck source=cluster_lib.sh
+source "$here/cluster_lib.sh" # find_go, build_gobench
 python="${PYTHON:-$repo/.venv/bin/python}"
 [[ -x "$python" ]] || python="$(command -v python3)"
 bin_dir="$here/.gobench"
 export GO_MAX_PROCS="${GO_MAX_PROCS:-1}"
 
-go_bin="$(command -v go || true)"
-[[ -z "$go_bin" && -x /usr/local/go/bin/go ]] && go_bin=/usr/local/go/bin/go
-if [[ -n "$go_bin" ]]; then
-    mkdir -p "$bin_dir"
-    [[ -f "$bin_dir/.gitignore" ]] || echo "*" >"$bin_dir/.gitignore"
-    echo "benchmark_fleet.sh: building gobench with $("$go_bin" version)" >&2
-    (cd "$repo/benchmarks/compare/gobench" && GOFLAGS="-mod=readonly -buildvcs=false" "$go_bin" build -o "$bin_dir/gobench" .)
+if go_bin="$(find_go)"; then
+    build_gobench "$go_bin" "$bin_dir"
 else
     echo "benchmark_fleet.sh: Go is not installed: go-nsq's rows will be n/a" >&2
 fi

@@ -1,4 +1,5 @@
-# Shared by start.sh and stop.sh (sourced, not run). Bash, `set -euo pipefail` in the callers.
+# Shared by start.sh, stop.sh and the benchmark scripts (sourced, not run). Bash,
+# `set -euo pipefail` in the callers.
 #
 # A run folder holds one subfolder per daemon (nsqlookupd, nsqd1, nsqd2, ...) with:
 #   pid      the daemon's pid (written by the launcher just before exec)
@@ -38,4 +39,24 @@ opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 sys.stdout.write(opener.open(sys.argv[1], timeout=2).read().decode())
 PY
     fi
+}
+
+# find_go -> prints the go binary (PATH, else /usr/local/go/bin/go); fails when Go is not installed.
+find_go() {
+    local go_bin
+    go_bin="$(command -v go || true)"
+    [[ -z "$go_bin" && -x /usr/local/go/bin/go ]] && go_bin=/usr/local/go/bin/go
+    [[ -n "$go_bin" ]] || return 1
+    echo "$go_bin"
+}
+
+# build_gobench GO DIR -> builds go-nsq's side of the comparisons (benchmarks/compare/gobench)
+# with GO through the Go module proxy into DIR/gobench; DIR ignores itself in git.
+build_gobench() {
+    local go_bin="$1" dir="$2"
+    mkdir -p "$dir"
+    [[ -f "$dir/.gitignore" ]] || echo "*" >"$dir/.gitignore"
+    echo "$(basename "$0"): building gobench with $("$go_bin" version)" >&2
+    (cd "$ts_here/../benchmarks/compare/gobench" &&
+        GOFLAGS="-mod=readonly -buildvcs=false" "$go_bin" build -o "$dir/gobench" .)
 }

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from nsqclient.aio import Writer
+from nsqclient.benchmark.latency import nsqd_cpu_seconds
 from nsqclient.benchmark.nsqd_admin import ChannelCounts
 from nsqclient.testing.daemons import NsqBinaryNotFound, find_nsq_binary
 
@@ -214,17 +214,8 @@ class Fleet:
         """User+system CPU seconds the nsqd processes used so far (None when embedded)."""
         if self.backend != "real":
             return None
-        tick = os.sysconf("SC_CLK_TCK")
-        total = 0
-        for nsqd in nsqds:
-            pid = nsqd.pid
-            if pid is None:
-                continue
-            with contextlib.suppress(OSError):
-                with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-                    fields = f.read().rpartition(")")[2].split()
-                total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
-        return total / tick
+        cpu = (nsqd_cpu_seconds(nsqd.pid) for nsqd in nsqds)  # None: gone, or not a process
+        return sum((c for c in cpu if c is not None), 0.0)
 
 
 async def paced_publish(

@@ -32,7 +32,7 @@ from ..errors import ClosedError, ConfigError, NSQError
 from ..message import Message
 from ..observer import observer_for
 from . import portal
-from .bridge import Empty, ThreadSink, is_live
+from .bridge import Empty, ThreadSink, is_live, thread_responder
 from .lifecycle import FacadeLifecycle
 from .portal import SLICE, LoopThread
 
@@ -259,7 +259,7 @@ class SyncReader(FacadeLifecycle):
                     msg = local.popleft()
                 except IndexError:
                     break
-                if not msg.has_responded and msg._responder.conn.state is not _CLOSED:  # type: ignore[union-attr]
+                if not msg.has_responded and thread_responder(msg).conn.state is not _CLOSED:
                     return msg
         waited = self.get()
         if waited is None:
@@ -513,7 +513,7 @@ class SyncReader(FacadeLifecycle):
             self._check()
         if self._generation == -1:  # closed before first use: a core Reader that never ran
             reader = self._core_reader(None)
-            reader._close_unstarted()
+            reader.close()  # never started: closes at once (nothing to hand back)
         else:
             reader = self._reader
         core: ReaderStats
