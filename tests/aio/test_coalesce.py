@@ -225,3 +225,17 @@ def test_copy_error_keeps_class_arguments_and_attributes() -> None:
         exc.address,
         exc.sent,
     )
+
+
+async def test_a_full_batch_goes_at_once_and_is_written_straight_away() -> None:
+    """At 64 KiB a batch leaves mid-iteration, so nsqd stores it while the next one fills."""
+    loop = asyncio.get_running_loop()
+    wire = Wire()
+    co = wire.make(loop)
+    data = commands.pub("t", b"k" * 1020)  # 1,024 bytes each in the MPUB body
+    for _ in range(100):
+        co.add_encoded(loop.create_future(), data, 5.0)
+    [(_w, _d, count, _t)] = wire.sent  # before the iteration ended
+    assert count == 64 and wire.flushes == 1  # 4 + 64 * 1,028 >= 64 KiB > 4 + 63 * 1,028
+    co.flush()
+    assert [c for _w, _d, c, _t in wire.sent] == [64, 36]
