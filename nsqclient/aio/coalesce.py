@@ -5,7 +5,8 @@ MPUB of n messages costs one of each. So when several callers' PUBs to the same 
 queued in the same loop iteration (or within ``linger``), the Writer sends them as one MPUB on
 one connection, and nsqd's one OK acknowledges every one of them. A batch goes at once when it
 reaches 64 KiB (so nsqd stores one while the next fills), and never exceeds nsqd's
-``max_body_size``. A PUB alone in its batch goes as the very PUB it was; DPUB and MPUB never come here.
+``max_body_size``. A PUB alone in its batch goes as the very PUB it was; DPUB and MPUB never
+come here.
 
 Every caller keeps its own outcome, as without coalescing:
 
