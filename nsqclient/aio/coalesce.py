@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from ..errors import HTTPError, ServerError
 
 if TYPE_CHECKING:
-    from .connection import Pending, ReplyWaiter
+    from .connection import Connection, Pending, ReplyWaiter
     from .resend import Dispatch
 
 __all__ = ["Coalescer", "copy_error"]
@@ -152,9 +152,10 @@ class Coalescer:
     ``dispatch`` is the Writer's one dispatch (a connection, else the HTTP fallback; False if
     neither is up); ``keep`` hands a publish to the Writer's resend backlog (sent when a
     connection comes back, or failed at its deadline); ``resend`` sends publishes again alone
-    (after a refused MPUB); ``max_body_size()`` is the Writer's current MPUB limit;
-    ``flush_writes()`` writes what the dispatches queued on the connections now rather than one
-    loop iteration later.
+    (after a refused MPUB); ``max_body_size``/``max_msg_size`` are the Writer's limits (it lowers
+    them when nsqd names smaller ones); ``hold_writes()`` and ``write_held(held)`` bracket the
+    dispatches so that what they queue on the connections is written at once, not one loop
+    iteration later (see :meth:`~.connection.Connection.hold_writes`).
     """
 
     def __init__(
@@ -168,7 +169,8 @@ class Coalescer:
         resend: Callable[[list[Pending]], None],
         max_body_size: int,
         max_msg_size: int,
-        flush_writes: Callable[[], None],
+        hold_writes: Callable[[], list[Connection]],
+        write_held: Callable[[list[Connection]], None],
     ) -> None:
         self._loop = loop
         self._linger = linger
@@ -179,8 +181,10 @@ class Coalescer:
         #: the largest MPUB body and message; the Writer lowers them when nsqd names smaller ones
         self.max_body_size = max_body_size
         self.max_msg_size = max_msg_size
-        self._flush_writes = flush_writes
-        self._open: dict[object, _Batch] = {}
+        self._hold_writes = hold_writes
+        self._write_held = write_held
+        self._open: dict[bytes, _Batch] = {}
+        self._alone: dict[bytes, ReplyWaiter] = {}  # per topic, the last PUB that went alone
         self._handle: asyncio.Handle | None = None
         self._now: float | None = None  # the clock, read once per collection
         self.batches = 0  # MPUBs sent by coalescing (of two or more publishes)
@@ -207,28 +211,55 @@ class Coalescer:
                     batch.deadline = min(batch.deadline, deadline)
                 if size >= _FULL:  # full: it goes now, written at once, so that
                     del self._open[prefix]  # nsqd stores it while the next one fills
+                    held = self._hold_writes()
                     self._send(batch, now)
-                    self._flush_writes()
+                    self._write_held(held)
                 return
             del self._open[prefix]  # no room, or this publish's deadline is too far off
             self._send(batch, now)
         self._open[prefix] = _Batch(self, prefix, waiter, body, deadline)
         if self._handle is None:
             if self._linger > 0:
-                self._handle = self._loop.call_later(self._linger, self.flush)
+                self._handle = self._loop.call_later(self._linger, self._flush)
             else:
-                self._handle = self._loop.call_soon(self.flush)
+                self._handle = self._loop.call_soon(self._flush)
 
     def add_encoded(self, waiter: ReplyWaiter, data: bytes, timeout: float) -> None:
-        """Queue an encoded PUB (the sync facade's, ``publish_nowait``'s)."""
+        """Queue an encoded PUB (its prefix and body taken out of it)."""
         plen = data.index(b"\n", 4) + 1
         self.add(data[:plen], waiter, memoryview(data)[plen + 4 :], timeout)
 
+    def alone(self, prefix: bytes, waiter: ReplyWaiter) -> bool:
+        """True if nothing of this topic is on its way (no open batch, and the last PUB that
+        went alone is answered): then the publish of ``waiter`` should go at once as the PUB it
+        is, written when a PUB would be, and is remembered as the one that went alone. So one
+        caller publishing in a loop sends plain PUBs at exactly their cost, and concurrent
+        callers send one PUB, then MPUBs of the rest while it is unanswered."""
+        if prefix in self._open:
+            return False
+        last = self._alone.get(prefix)
+        if last is not None and not last.done():
+            return False
+        if len(self._alone) >= 4096:  # topics come and go: bounded, as the PUB prefix cache
+            self._alone.clear()
+        self._alone[prefix] = waiter
+        return True
+
+    @staticmethod
+    def pub(prefix: bytes, body: Part) -> bytes:
+        """The PUB of ``prefix`` (``b"PUB <topic>\\n"``) and ``body``."""
+        return b"".join((prefix, _pack_u32(len(body)), body))
+
     def flush(self) -> None:
-        """Send every open batch now (the timer's callback; also the Writer's, when closing)."""
+        """Send every open batch now (the Writer's, when closing: before ``linger``)."""
         handle, self._handle = self._handle, None
         if handle is not None:
             handle.cancel()
+        self._flush()
+
+    def _flush(self) -> None:
+        """Send every open batch: the end of a collection (the timer's callback)."""
+        self._handle = None
         batches = self._open
         if not batches:
             self._now = None
@@ -236,9 +267,10 @@ class Coalescer:
         self._open = {}
         now = self._loop.time()
         self._now = None
+        held = self._hold_writes()
         for batch in batches.values():
             self._send(batch, now)
-        self._flush_writes()
+        self._write_held(held)
 
     def _send(self, batch: _Batch, now: float) -> None:
         waiters = batch.waiters

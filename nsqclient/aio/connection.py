@@ -553,12 +553,21 @@ class Connection(asyncio.Protocol):
         self._wrest = view[pos:] if pos < end else None
         return self._wrest is None
 
-    def flush_now(self) -> None:
-        """Write what is queued now instead of at the end of this loop iteration: for commands
-        queued from a callback that itself ran at the end of one (the Writer's coalescing), which
-        would otherwise wait an iteration more than a PUB."""
+    def hold_writes(self) -> bool:
+        """Queue the commands that follow without scheduling their write; True if this call
+        holds them, and the caller then writes them with :meth:`write_held` before its
+        callback returns. For commands queued from a callback that itself runs at the end of a
+        loop iteration (the Writer's coalescing): scheduling their write would take one loop
+        iteration (and one more poll of the selector) more than a PUB. False if a write is
+        scheduled already: it takes these too."""
         if self._flush_scheduled:
-            self._flush()  # the scheduled call then finds nothing to write
+            return False
+        self._flush_scheduled = True
+        return True
+
+    def write_held(self) -> None:
+        """Write what was queued since :meth:`hold_writes` (and end the hold)."""
+        self._flush()
 
     def send(self, data: bytes) -> None:
         """Queue a command that gets no reply (RDY, FIN, REQ, TOUCH, NOP)."""

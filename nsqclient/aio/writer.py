@@ -213,12 +213,17 @@ class Writer:
             resend=self._resend,
             max_body_size=self._max_body_size,
             max_msg_size=self._max_msg_size,
-            flush_writes=self._flush_writes,
+            hold_writes=self._hold_writes,
+            write_held=self._write_held,
         )
 
-    def _flush_writes(self) -> None:
-        for conn in self._healthy:
-            conn.flush_now()
+    def _hold_writes(self) -> list[Connection]:
+        return [conn for conn in self._healthy if conn.hold_writes()]
+
+    @staticmethod
+    def _write_held(held: list[Connection]) -> None:
+        for conn in held:
+            conn.write_held()
 
     async def __aenter__(self) -> Writer:
         await self.connect()
@@ -328,7 +333,11 @@ class Writer:
                 if (len(healthy) == 1 and healthy[0].state is _CONNECTED) or self._pick():
                     self._outstanding += 1
                     fut: asyncio.Future[bytes] = _Future(loop=self._loop)
-                    co.add(prefix, fut, part, self._publish_timeout if timeout is None else timeout)
+                    limit = self._publish_timeout if timeout is None else timeout
+                    if co.alone(prefix, fut):  # nothing of its topic on its way: as it is, now
+                        self._dispatch(fut, co.pub(prefix, part), 1, limit)
+                    else:
+                        co.add(prefix, fut, part, limit)
                     try:
                         await fut
                     except BaseException as exc:
@@ -548,7 +557,11 @@ class Writer:
             return self._dispatch(waiter, data, count, timeout)
         if self._pick() is None and not self._http_fallback:
             return False
-        co.add_encoded(waiter, data, timeout)
+        plen = data.index(b"\n", 4) + 1
+        prefix = data[:plen]
+        if co.alone(prefix, waiter):  # nothing of its topic on its way: as it is, now
+            return self._dispatch(waiter, data, count, timeout)
+        co.add(prefix, waiter, memoryview(data)[plen + 4 :], timeout)
         return True
 
     def _dispatch(self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float) -> bool:

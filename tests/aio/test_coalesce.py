@@ -29,6 +29,7 @@ class Wire:
         self.kept: list[Any] = []
         self.resent: list[list[Any]] = []
         self.flushes = 0
+        self.holds = 0
         self.up = True
 
     def dispatch(self, waiter: Any, data: bytes, count: int, timeout: float) -> bool:
@@ -50,11 +51,16 @@ class Wire:
             dispatch=self.dispatch,
             keep=self.kept.append,
             resend=self.resent.append,
-            flush_writes=self._flushed,
+            hold_writes=self._hold,
+            write_held=self._written,
             **options,
         )
 
-    def _flushed(self) -> None:
+    def _hold(self) -> list[Any]:
+        self.holds += 1
+        return []
+
+    def _written(self, held: list[Any]) -> None:
         self.flushes += 1
 
 
@@ -239,3 +245,18 @@ async def test_a_full_batch_goes_at_once_and_is_written_straight_away() -> None:
     assert count == 64 and wire.flushes == 1  # 4 + 64 * 1,028 >= 64 KiB > 4 + 63 * 1,028
     co.flush()
     assert [c for _w, _d, c, _t in wire.sent] == [64, 36]
+
+
+async def test_a_publish_goes_alone_only_while_nothing_of_its_topic_is_on_its_way() -> None:
+    loop = asyncio.get_running_loop()
+    co = Wire().make(loop)
+    first, second, third = (loop.create_future() for _ in range(3))
+    assert co.alone(b"PUB t\n", first)  # nothing on its way: the PUB as it is
+    assert not co.alone(b"PUB t\n", second)  # the first is unanswered: batch the rest
+    assert co.alone(b"PUB u\n", second)  # another topic
+    first.set_result(b"OK")
+    assert co.alone(b"PUB t\n", third)
+    co.add(b"PUB v\n", loop.create_future(), b"body", 5.0)
+    assert not co.alone(b"PUB v\n", loop.create_future())  # an open batch takes it
+    assert co.pub(b"PUB t\n", b"abc") == commands.pub("t", b"abc")
+    co.flush()
