@@ -298,8 +298,8 @@ class Config:
     coalesce: bool = field(default=False, metadata=_opt(kind=bool))
     """Writer: send the PUBs to one topic that wait to be written together as one MPUB (nsqd
     stores it for a fraction of the cost of that many PUBs); each caller still gets its own
-    acknowledgement or error (docs/concepts.md, "Publish coalescing"). DPUB, MPUB and a PUB alone
-    in its loop iteration go as they are."""
+    acknowledgement or error (docs/concepts.md, "Publish coalescing"). DPUB, MPUB, and a PUB
+    while nothing of its topic is on its way, go as they are."""
     linger: Duration = field(default=0, metadata=_ms(0, 1_000))
     """With ``coalesce``: how long the first PUB of a batch waits for others to join it. 0 never
     waits: it groups only the PUBs already queued in the same loop iteration, so a lone caller

@@ -5,8 +5,13 @@ MPUB of n messages costs one of each. So when several callers' PUBs to the same 
 queued in the same loop iteration (or within ``linger``), the Writer sends them as one MPUB on
 one connection, and nsqd's one OK acknowledges every one of them. A batch goes at once when it
 reaches 64 KiB (so nsqd stores one while the next fills), and never exceeds nsqd's
-``max_body_size``. A PUB alone in its batch goes as the very PUB it was; DPUB and MPUB never
-come here.
+``max_body_size``. DPUB and MPUB never come here.
+
+A PUB while nothing of its topic is on its way (no open batch, and the last PUB that went alone
+answered) goes at once as the PUB it is, exactly as without coalescing; the PUBs that follow it
+while it is unanswered are batched. So one caller publishing in a loop sends plain PUBs at
+their cost, and many callers send one PUB, then MPUBs. (Batching every PUB until the loop
+iteration ends cost a lone caller 6-10% more latency: a Python object and callback per PUB.)
 
 Every caller keeps its own outcome, as without coalescing:
 
