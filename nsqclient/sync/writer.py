@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Unpack, overload
 
@@ -123,24 +123,61 @@ class SyncWriter(FacadeLifecycle):
         self._queue.put(ticket)
         return ticket
 
-    def _publish(self, data: bytes, count: int, timeout: float | None) -> None:
-        ticket = self._send(data, count, timeout)
-        ticket.wait(ticket.deadline + _GRACE)
-
-    def _publish_nowait(
-        self, data: bytes, count: int, timeout: float | None
-    ) -> concurrent.futures.Future[None]:
-        future: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._send(data, count, timeout, future)
-        return future
-
-    def _observed_nowait(
-        self, token: Any, future: concurrent.futures.Future[None]
-    ) -> concurrent.futures.Future[None]:
+    def _call(
+        self,
+        verb: str,
+        topic: str,
+        count: int,
+        encode: Callable[[Writer], bytes],
+        timeout: float | None,
+    ) -> None:
+        """The one bracket of the blocking publishes: observed from the calling thread (so a
+        span's parent is the caller's), encoded there (bad input raises before anything
+        crosses), then waited for."""
         obs = self._obs
+        token = None if obs is None else obs.publish_started(verb, topic, count)
+        try:
+            ticket = self._send(encode(self._core()), count, timeout)
+            ticket.wait(ticket.deadline + _GRACE)
+        except BaseException as exc:
+            if obs is not None:
+                obs.publish_settled(token, exc)
+            raise
+        if obs is not None:
+            obs.publish_settled(token, None)
+
+    def _call_nowait(
+        self,
+        verb: str,
+        topic: str,
+        count: int,
+        encode: Callable[[Writer], bytes],
+        timeout: float | None,
+    ) -> concurrent.futures.Future[None]:
+        """:meth:`_call` for the ``_nowait`` forms: settled when the future is."""
+        obs = self._obs
+        token = None if obs is None else obs.publish_started(verb, topic, count)
+        try:
+            future: concurrent.futures.Future[None] = concurrent.futures.Future()
+            self._send(encode(self._core()), count, timeout, future)
+        except BaseException as exc:
+            if obs is not None:
+                obs.publish_settled(token, exc)
+            raise
         if obs is not None:
             future.add_done_callback(partial(_settle_future, obs, token))
         return future
+
+    def _batch(self, verb: str, topic: str, bodies: object) -> list[object] | tuple[object, ...]:
+        """An MPUB's bodies as a list; a single body instead is refused (observed as a refused
+        batch of none)."""
+        try:
+            return commands.batch_bodies(bodies)
+        except BaseException as exc:
+            obs = self._obs
+            if obs is not None:
+                obs.publish_settled(obs.publish_started(verb, topic, 0), exc)
+            raise
 
     def pub(self, topic: str, body: Body, *, timeout: float | None = None) -> None:
         """Publish one message; returns once nsqd acknowledged it, or raises.
@@ -152,17 +189,7 @@ class SyncWriter(FacadeLifecycle):
         raises NotSentTimeoutError.
         Any thread; NSQError if called from the nsqclient loop thread (it would deadlock).
         """
-        obs = self._obs
-        token = None if obs is None else obs.publish_started("pub", topic, 1)
-        try:
-            data = commands.pub(topic, body, max_msg_size=self._core().max_msg_size)
-            self._publish(data, 1, timeout)
-        except BaseException as exc:
-            if obs is not None:
-                obs.publish_settled(token, exc)
-            raise
-        if obs is not None:
-            obs.publish_settled(token, None)
+        self._call("pub", topic, 1, partial(_pub, topic, body), timeout)
 
     @overload
     @single_body_batch("mpub takes a list of bodies: wrap a single body in a list")
@@ -174,42 +201,15 @@ class SyncWriter(FacadeLifecycle):
     ) -> None:
         """Publish a batch, ``mpub(topic, [a, b])``, atomically (all or none); ``timeout`` and
         errors as :meth:`pub` (a single body instead of a list: InvalidInputError)."""
-        obs = self._obs
-        token = None
-        try:
-            items = commands.batch_bodies(bodies)
-            if obs is not None:
-                token = obs.publish_started("mpub", topic, len(items))
-            core = self._core()
-            data = commands.mpub(
-                topic, items, max_msg_size=core.max_msg_size, max_body_size=core.max_body_size
-            )
-            self._publish(data, len(items), timeout)
-        except BaseException as exc:
-            if obs is not None:
-                if token is None:  # a refused batch of none
-                    token = obs.publish_started("mpub", topic, 0)
-                obs.publish_settled(token, exc)
-            raise
-        if obs is not None:
-            obs.publish_settled(token, None)
+        items = self._batch("mpub", topic, bodies)
+        self._call("mpub", topic, len(items), partial(_mpub, topic, items), timeout)
 
     def dpub(self, topic: str, delay_ms: int, body: Body, *, timeout: float | None = None) -> None:
         """Publish one message that nsqd delivers after ``delay_ms`` milliseconds.
 
         ``timeout`` and errors as :meth:`pub`.
         """
-        obs = self._obs
-        token = None if obs is None else obs.publish_started("dpub", topic, 1)
-        try:
-            data = commands.dpub(topic, delay_ms, body, max_msg_size=self._core().max_msg_size)
-            self._publish(data, 1, timeout)
-        except BaseException as exc:
-            if obs is not None:
-                obs.publish_settled(token, exc)
-            raise
-        if obs is not None:
-            obs.publish_settled(token, None)
+        self._call("dpub", topic, 1, partial(_dpub, topic, delay_ms, body), timeout)
 
     def pub_nowait(
         self, topic: str, body: Body, *, timeout: float | None = None
@@ -220,16 +220,7 @@ class SyncWriter(FacadeLifecycle):
         future withdraws the publish while it waits in the queue; once it is being sent,
         ``cancel()`` returns False (as for any running future).
         """
-        obs = self._obs
-        token = None if obs is None else obs.publish_started("pub", topic, 1)
-        try:
-            data = commands.pub(topic, body, max_msg_size=self._core().max_msg_size)
-            future = self._publish_nowait(data, 1, timeout)
-        except BaseException as exc:
-            if obs is not None:
-                obs.publish_settled(token, exc)
-            raise
-        return self._observed_nowait(token, future)
+        return self._call_nowait("pub", topic, 1, partial(_pub, topic, body), timeout)
 
     @overload
     @single_body_batch("mpub_nowait takes a list of bodies: wrap a single body in a list")
@@ -248,39 +239,14 @@ class SyncWriter(FacadeLifecycle):
         Bad input (a single body, an empty batch, a body over the size limits) raises before
         anything is queued.
         """
-        obs = self._obs
-        token = None
-        try:
-            items = commands.batch_bodies(bodies)
-            if obs is not None:
-                token = obs.publish_started("mpub", topic, len(items))
-            core = self._core()
-            data = commands.mpub(
-                topic, items, max_msg_size=core.max_msg_size, max_body_size=core.max_body_size
-            )
-            future = self._publish_nowait(data, len(items), timeout)
-        except BaseException as exc:
-            if obs is not None:
-                if token is None:  # a refused batch of none
-                    token = obs.publish_started("mpub", topic, 0)
-                obs.publish_settled(token, exc)
-            raise
-        return self._observed_nowait(token, future)
+        items = self._batch("mpub", topic, bodies)
+        return self._call_nowait("mpub", topic, len(items), partial(_mpub, topic, items), timeout)
 
     def dpub_nowait(
         self, topic: str, delay_ms: int, body: Body, *, timeout: float | None = None
     ) -> concurrent.futures.Future[None]:
         """Like :meth:`pub_nowait` for a message nsqd delivers after ``delay_ms`` milliseconds."""
-        obs = self._obs
-        token = None if obs is None else obs.publish_started("dpub", topic, 1)
-        try:
-            data = commands.dpub(topic, delay_ms, body, max_msg_size=self._core().max_msg_size)
-            future = self._publish_nowait(data, 1, timeout)
-        except BaseException as exc:
-            if obs is not None:
-                obs.publish_settled(token, exc)
-            raise
-        return self._observed_nowait(token, future)
+        return self._call_nowait("dpub", topic, 1, partial(_dpub, topic, delay_ms, body), timeout)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -372,3 +338,18 @@ def _settle_future(obs: Observer, token: Any, future: concurrent.futures.Future[
     obs.publish_settled(
         token, concurrent.futures.CancelledError() if future.cancelled() else future.exception()
     )
+
+
+# what each publish sends, encoded in the calling thread with the core Writer's current limits
+def _pub(topic: str, body: Body, core: Writer) -> bytes:
+    return commands.pub(topic, body, max_msg_size=core.max_msg_size)
+
+
+def _mpub(topic: str, items: list[object] | tuple[object, ...], core: Writer) -> bytes:
+    return commands.mpub(
+        topic, items, max_msg_size=core.max_msg_size, max_body_size=core.max_body_size
+    )
+
+
+def _dpub(topic: str, delay_ms: int, body: Body, core: Writer) -> bytes:
+    return commands.dpub(topic, delay_ms, body, max_msg_size=core.max_msg_size)
