@@ -51,9 +51,13 @@ async def test_more_nsqd_than_max_in_flight_all_drained_and_in_flight_within_bud
         await create_channel(nsqd, topic, channel)
         await publish(nsqd, topic, [b"%d-%d" % (i, j) for j in range(per_node)])
     by_node: collections.Counter[str | None] = collections.Counter()
+    # the first deliveries are held until three samples saw them in flight, so that the
+    # samples below are taken during the redistribution however slow the machine is
+    held = asyncio.Event()
 
     async def handler(msg: Message) -> None:
         by_node[msg.nsqd_address] += 1
+        await held.wait()
         await asyncio.sleep(0.001)  # keep messages in flight for a moment
 
     reader = make_reader(
@@ -65,9 +69,12 @@ async def test_more_nsqd_than_max_in_flight_all_drained_and_in_flight_within_bud
     total = per_node * len(nsqds)
 
     async def sample() -> None:
+        await wait_for(lambda: sum(by_node.values()) > 0, 20, what="a first delivery")
         while sum(by_node.values()) < total:
             await asyncio.sleep(0)  # let FINs and RDY already decided reach the sockets
             samples.append(in_flight_sum(nsqds, topic, channel))  # blocking: one cut
+            if len(samples) >= 3:
+                held.set()
             await asyncio.sleep(0.05)  # (each cut stops the loop: leave it time to work)
 
     async with asyncio.timeout(45):
@@ -110,9 +117,12 @@ async def test_one_busy_nsqd_gets_most_of_the_budget(
         await wait_connected(reader, len(nsqds))
         conn = next(c for c in reader.connections if c.address == busy.tcp_address)
         await wait_for(lambda: conn.rdy >= 0.8 * mif, 20, what="the busy nsqd's RDY")
-        await asyncio.sleep(0)
-        clients = channel_stats(busy, topic, channel)["clients"]
-        assert [int(c["ready_count"]) for c in clients] == [conn.rdy]
+
+        def nsqd_ready() -> list[int]:
+            return [int(c["ready_count"]) for c in channel_stats(busy, topic, channel)["clients"]]
+
+        # nsqd applies the RDY once it has read it: on a loaded machine, not within one yield
+        await wait_for(lambda: nsqd_ready() == [conn.rdy], 20, what="nsqd's view of that RDY")
         assert reader.stats()["total_rdy"] <= mif
         assert in_flight_sum(nsqds, topic, channel) <= mif
         release.set()
