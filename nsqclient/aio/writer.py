@@ -20,12 +20,17 @@ slot and idle waiters, the observer). ``pub`` keeps an inlined copy of ``_publis
 ``_settle``'s success (one coroutine frame and one call less per publish); a test pins each
 copy to its original.
 
+With ``coalesce=True`` a PUB goes through the same admission and settlement, and to
+:mod:`.coalesce` in between, which sends it as it is or in its topic's MPUB (through the same
+dispatch).
+
 The connections themselves are the :class:`~.nodes.NodeSet`'s; what happens after nsqd refuses a
 publish (resending what it never ran, learning its size limits) is :mod:`.resend`'s; the HTTP
-fallback is :mod:`.fallback`'s. (About 700 lines, over the ~500 of the others: the five public
-doors with their documented contracts, the admission's waits for a slot or a connection and the
-close all read and change one piece of state, the outstanding-publish count and its waiters;
-split, each part would reach into the others' privates. The waits are the next candidate.)
+fallback is :mod:`.fallback`'s; coalescing is :mod:`.coalesce`'s. (About 800 lines, over the
+~500 of the others, ``pub``'s two inlined branches included: the five public doors with their
+documented contracts, the admission's waits for a slot or a connection and the close all read
+and change one piece of state, the outstanding-publish count and its waiters; split, each part
+would reach into the others' privates. The waits are the next candidate.)
 """
 
 from __future__ import annotations
@@ -334,9 +339,11 @@ class Writer:
                     self._outstanding += 1
                     fut: asyncio.Future[bytes] = _Future(loop=self._loop)
                     limit = self._publish_timeout if timeout is None else timeout
-                    if co.alone(prefix, fut):  # nothing of its topic on its way: as it is, now
-                        self._dispatch(fut, co.pub(prefix, part), 1, limit)
-                    else:
+                    # nothing of its topic on its way: as the PUB it is, now; else batched
+                    if not (
+                        co.alone(prefix, fut)
+                        and self._dispatch(fut, co.pub(prefix, part), 1, limit)
+                    ):
                         co.add(prefix, fut, part, limit)
                     try:
                         await fut
@@ -549,9 +556,10 @@ class Writer:
     # ------------------------------------------------------------------ dispatch and settlement
 
     def _send(self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float) -> bool:
-        """A first send of an admitted, encoded publish: a PUB joins its topic's batch when
-        coalescing (if a connection or the HTTP fallback could take it), anything else goes to
-        :meth:`_dispatch`; False if neither is up."""
+        """A first send of an admitted, encoded publish (``publish_nowait``, the sync facade's
+        tickets): when coalescing, a PUB goes as it is while nothing of its topic is on its way
+        and joins its topic's batch otherwise (if a connection or the HTTP fallback could take
+        it); anything else goes to :meth:`_dispatch`. False if neither is up."""
         co = self._coalesce
         if co is None or not data.startswith(b"PUB "):
             return self._dispatch(waiter, data, count, timeout)
@@ -559,9 +567,8 @@ class Writer:
             return False
         plen = data.index(b"\n", 4) + 1
         prefix = data[:plen]
-        if co.alone(prefix, waiter):  # nothing of its topic on its way: as it is, now
-            return self._dispatch(waiter, data, count, timeout)
-        co.add(prefix, waiter, memoryview(data)[plen + 4 :], timeout)
+        if not (co.alone(prefix, waiter) and self._dispatch(waiter, data, count, timeout)):
+            co.add(prefix, waiter, memoryview(data)[plen + 4 :], timeout)
         return True
 
     def _dispatch(self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float) -> bool:
