@@ -1,0 +1,40 @@
+"""``ThreadResponder.message_fin`` is ``ResponseBatcher.submit`` inlined (the FIN of
+``for msg in reader: msg.fin()`` is a per-message path): the two stay equal, a fix in one
+reaching both. Compared as syntax trees after the copy's renames (the batcher reached as
+``batcher``, the message queued as itself rather than as ``(fn, args)``)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+
+import pytest
+
+from nsqclient.sync import bridge
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def _body(cls: str, method: str) -> list[ast.stmt]:
+    tree = ast.parse(inspect.getsource(bridge))
+    [klass] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
+    [fn] = [n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == method]
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    return body
+
+
+def test_the_inlined_fin_is_submit() -> None:
+    inlined = _body("ThreadResponder", "message_fin")
+    assert ast.unparse(inlined[0]) == "batcher = self._batcher"
+    text = "\n".join(ast.unparse(s) for s in inlined[1:])
+    # the copy's renames, undone
+    text = text.replace("batcher.", "self.")
+    text = text.replace("self.conn.message_fin(msg)", "fn(*args)")
+    text = text.replace("self.ops.append(msg)", "self.ops.append((fn, args))")
+    submit = "\n".join(ast.unparse(s) for s in _body("ResponseBatcher", "submit"))
+    assert text == submit, (
+        "ThreadResponder.message_fin and ResponseBatcher.submit differ beyond the inlining: "
+        "apply the same change to both"
+    )
