@@ -267,6 +267,21 @@ class Instrumentation:
                 writer("resent"),
             ),
             (
+                "counter",
+                "nsq.producer.coalesced.batches",
+                "{batch}",
+                "MPUBs sent by publish coalescing (coalesce=True), each carrying two or more"
+                " callers' PUBs (the callers' publishes are counted as without it)",
+                writer("coalesced_batches"),
+            ),
+            (
+                "counter",
+                "nsq.producer.coalesced.messages",
+                "{message}",
+                "The callers' PUBs that went in those MPUBs",
+                writer("coalesced_messages"),
+            ),
+            (
                 "updown",
                 "nsq.producer.outstanding",
                 "{publish}",

@@ -267,6 +267,9 @@ async def test_the_observer_sees_each_callers_publish_as_without_coalescing(
         async with Writer([nsqd.tcp_address], coalesce=True) as w:
             await asyncio.gather(*(w.pub(topic, b"o%d" % i) for i in range(25)))
             assert w.stats()["coalesced_batches"] == 1
+            # the batch is counted apart: the first PUB went alone, one MPUB took the 24 others
+            assert telemetry.value("nsq.producer.coalesced.batches") == 1
+            assert telemetry.value("nsq.producer.coalesced.messages") == 24
         assert [s.name for s in telemetry.spans()] == [f"pub {topic}"] * 25  # one per caller
         assert telemetry.value("messaging.client.sent.messages") == 25
         assert telemetry.value("messaging.client.operation.duration") == 25

@@ -73,6 +73,8 @@ async def test_every_counter_series_is_exported_zero_before_its_first_event(
             "nsq.consumer.lost_on_disconnect.messages",
             "nsq.producer.http_fallback.messages",
             "nsq.producer.resent",
+            "nsq.producer.coalesced.batches",
+            "nsq.producer.coalesced.messages",
         ):
             assert list(_series(telemetry, name).values()) == [0.0], name
 
