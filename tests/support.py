@@ -3,6 +3,9 @@
 ``unique()`` names topics and channels so that tests sharing a daemon never see each other's
 messages; ``frozen()`` hangs a daemon (either backend) for the length of a ``with`` block.
 
+``method_body`` reads a method's statements from its module's source, for the tests that pin
+a deliberate inlined copy to the code it copies.
+
 ``wait_for`` (async) and ``wait_until`` (blocking) are the suite's only way to wait for a
 condition: they poll until it holds and fail the test at a deadline, saying what was awaited
 (``what``, else the condition's source line) and the last value seen. Never a bare sleep.
@@ -13,12 +16,14 @@ e.g. a count of 0); return the value.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import inspect
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any, TypeVar
 
 import pytest
@@ -108,3 +113,15 @@ def _describe(condition: Callable[..., Any]) -> str:
     except (OSError, TypeError):
         return name
     return " ".join(source.split())[:300]
+
+
+def method_body(module: ModuleType, cls: str, method: str) -> list[ast.stmt]:
+    """The statements of ``cls.method`` as written in ``module``'s source (not the live
+    attribute, which a test may have wrapped), without its docstring."""
+    tree = ast.parse(inspect.getsource(module))
+    [klass] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
+    [fn] = [n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == method]
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    return body

@@ -82,15 +82,21 @@ def pub(topic: str | bytes, body: object, *, max_msg_size: int = DEFAULT_MAX_MSG
     if prefix is not None and type(body) is bytes and 0 < len(body) <= max_msg_size:
         return b"".join((prefix, _pack_u32(len(body)), body))  # the hot path: one join
     data = check_body(body, max_msg_size)
+    return b"".join((_pub_prefix(topic), _pack_u32(body_size(data)), data))
+
+
+_pub_prefixes: dict[str | bytes, bytes] = {}  # validated topic -> b"PUB <topic>\n"
+
+
+def _pub_prefix(topic: str | bytes) -> bytes:
+    """``b"PUB <topic>\\n"`` of a topic checked now (refused with a typed error), remembered
+    for the hot paths of :func:`pub` and :func:`pub_parts` (at most 4,096 topics)."""
     prefix = b"".join((b"PUB ", validate_topic(topic), b"\n"))
     if type(topic) is str or type(topic) is bytes:
         if len(_pub_prefixes) >= 4096:
             _pub_prefixes.clear()
         _pub_prefixes[topic] = prefix
-    return b"".join((prefix, _pack_u32(body_size(data)), data))
-
-
-_pub_prefixes: dict[str | bytes, bytes] = {}  # validated topic -> b"PUB <topic>\n"
+    return prefix
 
 
 def pub_parts(
@@ -106,12 +112,7 @@ def pub_parts(
     if prefix is not None and type(body) is bytes and 0 < len(body) <= max_msg_size:
         return prefix, body  # the hot path: nothing made
     data = check_body(body, max_msg_size)
-    prefix = b"".join((b"PUB ", validate_topic(topic), b"\n"))
-    if type(topic) is str or type(topic) is bytes:
-        if len(_pub_prefixes) >= 4096:
-            _pub_prefixes.clear()
-        _pub_prefixes[topic] = prefix
-    return prefix, data if type(data) is bytes else bytes(data)
+    return _pub_prefix(topic), data if type(data) is bytes else bytes(data)
 
 
 def dpub(

@@ -8,24 +8,17 @@ comments and docstrings may differ, statements may not.
 from __future__ import annotations
 
 import ast
-import inspect
 
 import pytest
 
 from nsqclient.aio import connection
+from tests.support import method_body
 
 pytestmark = pytest.mark.timeout(10)
 
 
 def _body(cls: str, method: str) -> list[ast.stmt]:
-    # from the module's source, not the live attribute (which a test may have wrapped)
-    tree = ast.parse(inspect.getsource(connection))
-    [klass] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
-    [fn] = [n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == method]
-    body = fn.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:]  # the docstring
-    return body
+    return method_body(connection, cls, method)
 
 
 class _Rename(ast.NodeTransformer):

@@ -115,6 +115,36 @@ def test_pub_length_prefix(body: bytes) -> None:
     assert data[10:] == body
 
 
+_TOPICS = st.sampled_from(["t", "orders.v2", "a#ephemeral", "x" * 64, "", "bad topic", 7])
+_BODIES = st.one_of(
+    st.binary(max_size=300),
+    st.text(max_size=100),
+    st.binary(min_size=1, max_size=50).map(bytearray),
+    st.binary(min_size=1, max_size=50).map(memoryview),
+    st.integers(),
+)
+
+
+@given(_TOPICS, _BODIES, st.integers(min_value=1, max_value=200))
+@settings(max_examples=300, deadline=None)
+def test_pub_parts_are_pub_unjoined_and_refuse_the_same(
+    topic: Any, body: Any, max_msg_size: int
+) -> None:
+    """The coalescing Writer's parts are exactly a PUB's, and bad input fails the same way."""
+    try:
+        expected: bytes | type[BaseException] = commands.pub(topic, body, max_msg_size=max_msg_size)
+    except errors.InvalidInputError as exc:
+        expected = type(exc)
+    try:
+        prefix, part = commands.pub_parts(topic, body, max_msg_size=max_msg_size)
+    except errors.InvalidInputError as exc:
+        assert expected is type(exc)
+        return
+    assert type(part) is bytes
+    assert prefix + u32(len(part)) + part == expected
+    assert commands.pub_parts(topic, body, max_msg_size=max_msg_size) == (prefix, part)  # cached
+
+
 def test_encoded_message_round_trip_through_the_decoder() -> None:
     # frame encoders -> decoder, for the fields a command later echoes back (the id FIN takes)
     [msg] = FrameDecoder().feed(encode_message(1, 1, MSG_ID, b"x"))

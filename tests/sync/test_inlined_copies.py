@@ -6,23 +6,17 @@ reaching both. Compared as syntax trees after the copy's renames (the batcher re
 from __future__ import annotations
 
 import ast
-import inspect
 
 import pytest
 
 from nsqclient.sync import bridge
+from tests.support import method_body
 
 pytestmark = pytest.mark.timeout(10)
 
 
 def _body(cls: str, method: str) -> list[ast.stmt]:
-    tree = ast.parse(inspect.getsource(bridge))
-    [klass] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
-    [fn] = [n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == method]
-    body = fn.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:]  # the docstring
-    return body
+    return method_body(bridge, cls, method)
 
 
 def test_the_inlined_fin_is_submit() -> None:
