@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from .connection import Connection, Pending, ReplyWaiter
     from .resend import Dispatch
 
-__all__ = ["Coalescer", "copy_error"]
+__all__ = ["Coalescer", "copy_error", "join_pub", "split_pub"]
 
 _pack_u32 = struct.Struct(">I").pack
 
@@ -59,6 +59,17 @@ Part = bytes | memoryview
 
 #: nsqd's refusals of an MPUB that store nothing and that a PUB of each message may not get
 _REFUSED = frozenset({"E_BAD_BODY", "E_BAD_MESSAGE", "E_MPUB_FAILED"})
+
+
+def join_pub(prefix: bytes, body: Part) -> bytes:
+    """The PUB of ``prefix`` (``b"PUB <topic>\\n"``) and ``body``."""
+    return b"".join((prefix, _pack_u32(len(body)), body))
+
+
+def split_pub(data: bytes) -> tuple[bytes, memoryview]:
+    """An encoded PUB's prefix (``b"PUB <topic>\\n"``) and a view of its body (no copy)."""
+    plen = data.index(b"\n", 4) + 1
+    return data[:plen], memoryview(data)[plen + 4 :]
 
 
 def copy_error(exc: BaseException) -> BaseException:
@@ -121,10 +132,6 @@ class _Batch:
             append(body)
         return b"".join(parts)
 
-    def pub(self, body: Part) -> bytes:
-        """The PUB of one of the bodies."""
-        return b"".join((self.prefix, _pack_u32(len(body)), body))
-
     # -- ReplyWaiter: the connection (or the HTTP fallback, or the resend backlog) completes it
 
     def done(self) -> bool:
@@ -155,12 +162,13 @@ class Coalescer:
     ends (``linger`` 0) or ``linger`` seconds after its first publish.
 
     ``dispatch`` is the Writer's one dispatch (a connection, else the HTTP fallback; False if
-    neither is up); ``keep`` hands a publish to the Writer's resend backlog (sent when a
-    connection comes back, or failed at its deadline); ``resend`` sends publishes again alone
-    (after a refused MPUB); ``max_body_size``/``max_msg_size`` are the Writer's limits (it lowers
-    them when nsqd names smaller ones); ``hold_writes()`` and ``write_held(held)`` bracket the
-    dispatches so that what they queue on the connections is written at once, not one loop
-    iteration later (see :meth:`~.connection.Connection.hold_writes`).
+    neither is up); ``resend`` hands publishes to the Writer's resend backlog (sent on another
+    connection, or when one comes back, or failed at their deadline): a batch no connection
+    could take, or each PUB of a refused MPUB again alone; ``max_body_size``/``max_msg_size``
+    are the Writer's limits (it lowers them when nsqd names smaller ones); ``hold_writes()``
+    and ``write_held(held)`` bracket the dispatches so that what they queue on the connections
+    is written at once, not one loop iteration later (see
+    :meth:`~.connection.Connection.hold_writes`).
     """
 
     def __init__(
@@ -170,7 +178,6 @@ class Coalescer:
         linger: float,
         tolerance: float,
         dispatch: Dispatch,
-        keep: Callable[[Pending], None],
         resend: Callable[[list[Pending]], None],
         max_body_size: int,
         max_msg_size: int,
@@ -181,7 +188,6 @@ class Coalescer:
         self._linger = linger
         self._half = tolerance / 2  # deadlines within this of a batch's first one join it
         self._dispatch = dispatch
-        self._keep = keep
         self._resend = resend
         #: the largest MPUB body and message; the Writer lowers them when nsqd names smaller ones
         self.max_body_size = max_body_size
@@ -229,11 +235,6 @@ class Coalescer:
             else:
                 self._handle = self._loop.call_soon(self._flush)
 
-    def add_encoded(self, waiter: ReplyWaiter, data: bytes, timeout: float) -> None:
-        """Queue an encoded PUB (its prefix and body taken out of it)."""
-        plen = data.index(b"\n", 4) + 1
-        self.add(data[:plen], waiter, memoryview(data)[plen + 4 :], timeout)
-
     def alone(self, prefix: bytes, waiter: ReplyWaiter) -> bool:
         """True if nothing of this topic is on its way (no open batch, and the last PUB that
         went alone is answered): then the publish of ``waiter`` should go at once as the PUB it
@@ -249,11 +250,6 @@ class Coalescer:
             self._alone.clear()
         self._alone[prefix] = waiter
         return True
-
-    @staticmethod
-    def pub(prefix: bytes, body: Part) -> bytes:
-        """The PUB of ``prefix`` (``b"PUB <topic>\\n"``) and ``body``."""
-        return b"".join((prefix, _pack_u32(len(body)), body))
 
     def flush(self) -> None:
         """Send every open batch now (the Writer's, when closing: before ``linger``)."""
@@ -281,13 +277,13 @@ class Coalescer:
         waiters = batch.waiters
         n = len(waiters)
         if n == 1:  # alone: the PUB it was, as without coalescing
-            waiter, data = waiters[0], batch.pub(batch.bodies[0])
+            waiter, data = waiters[0], join_pub(batch.prefix, batch.bodies[0])
         else:
             waiter, data = batch, batch.encode()
             self.batches += 1
             self.messages += n
         if not self._dispatch(waiter, data, n, batch.deadline - now):
-            self._keep((waiter, batch.deadline, data))
+            self._resend([(waiter, batch.deadline, data)])  # kept until a connection is up
 
     def resend_alone(self, batch: _Batch) -> None:
         """nsqd refused ``batch``'s MPUB, so stored none of it: send each publish again alone,
@@ -299,6 +295,6 @@ class Coalescer:
         bad: list[Pending] = []
         for waiter, body in zip(batch.waiters, batch.bodies, strict=True):
             if not waiter.done():
-                item = (waiter, batch.deadline, batch.pub(body))
+                item = (waiter, batch.deadline, join_pub(batch.prefix, body))
                 (good if len(body) <= limit else bad).append(item)
         self._resend(good + bad)

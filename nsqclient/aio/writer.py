@@ -58,7 +58,7 @@ from ..message import _DONE, Message
 from ..observer import Observer, observer_for
 from ..protocol import commands
 from ..protocol.names import Body, single_body_batch
-from .coalesce import Coalescer
+from .coalesce import Coalescer, join_pub, split_pub
 from .connection import Connection, ConnectionState, Pending, ReplyWaiter
 from .fallback import HTTPFallback
 from .nodes import NodeSet
@@ -214,7 +214,6 @@ class Writer:
             # than this early (1% of the publish timeout, or twice ``linger``)
             tolerance=max(2 * linger, 0.01 * self._publish_timeout),
             dispatch=self._dispatch,
-            keep=lambda item: self._resend((item,)),
             resend=self._resend,
             max_body_size=self._max_body_size,
             max_msg_size=self._max_msg_size,
@@ -342,7 +341,7 @@ class Writer:
                     # nothing of its topic on its way: as the PUB it is, now; else batched
                     if not (
                         co.alone(prefix, fut)
-                        and self._dispatch(fut, co.pub(prefix, part), 1, limit)
+                        and self._dispatch(fut, join_pub(prefix, part), 1, limit)
                     ):
                         co.add(prefix, fut, part, limit)
                     try:
@@ -565,10 +564,9 @@ class Writer:
             return self._dispatch(waiter, data, count, timeout)
         if self._pick() is None and not self._http_fallback:
             return False
-        plen = data.index(b"\n", 4) + 1
-        prefix = data[:plen]
+        prefix, body = split_pub(data)
         if not (co.alone(prefix, waiter) and self._dispatch(waiter, data, count, timeout)):
-            co.add(prefix, waiter, memoryview(data)[plen + 4 :], timeout)
+            co.add(prefix, waiter, body, timeout)
         return True
 
     def _dispatch(self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float) -> bool:

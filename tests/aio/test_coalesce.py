@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nsqclient.aio.coalesce import Coalescer, copy_error
+from nsqclient.aio.coalesce import Coalescer, copy_error, join_pub, split_pub
 from nsqclient.errors import (
     BadMessageError,
     ConnectionClosedError,
@@ -26,7 +26,6 @@ class Wire:
 
     def __init__(self) -> None:
         self.sent: list[tuple[Any, bytes, int, float]] = []
-        self.kept: list[Any] = []
         self.resent: list[list[Any]] = []
         self.flushes = 0
         self.holds = 0
@@ -49,7 +48,6 @@ class Wire:
         return Coalescer(
             loop,
             dispatch=self.dispatch,
-            keep=self.kept.append,
             resend=self.resent.append,
             hold_writes=self._hold,
             write_held=self._written,
@@ -62,6 +60,12 @@ class Wire:
 
     def _written(self, held: list[Any]) -> None:
         self.flushes += 1
+
+
+def queue(co: Coalescer, waiter: Any, data: bytes, timeout: float) -> None:
+    """Queue an encoded PUB, as the Writer does for the sync facade's tickets."""
+    prefix, body = split_pub(data)
+    co.add(prefix, waiter, body, timeout)
 
 
 def mpub_bodies(data: bytes) -> list[bytes]:
@@ -87,10 +91,10 @@ async def test_one_iterations_pubs_leave_as_one_mpub_a_lone_one_as_its_pub() -> 
     co = wire.make(loop)
     futs = [loop.create_future() for _ in range(3)]
     for i, fut in enumerate(futs):
-        co.add_encoded(fut, commands.pub("t", b"body%d" % i), 5.0)
+        queue(co, fut, commands.pub("t", b"body%d" % i), 5.0)
     lone = loop.create_future()
     lone_data = commands.pub("u", b"alone")
-    co.add_encoded(lone, lone_data, 5.0)
+    queue(co, lone, lone_data, 5.0)
     assert wire.sent == []  # nothing before the iteration ends
     await asyncio.sleep(0)
     [(batch, data, count, _), (waiter, single, one, _)] = wire.sent
@@ -109,7 +113,7 @@ async def test_a_batch_stops_at_max_body_size() -> None:
     per_message = len(pub) - len(b"PUB t\n")  # the size field and the body
     co = wire.make(loop, max_body_size=4 + 3 * per_message)
     for _ in range(7):
-        co.add_encoded(loop.create_future(), pub, 5.0)
+        queue(co, loop.create_future(), pub, 5.0)
     co.flush()
     assert [count for _w, _d, count, _t in wire.sent] == [3, 3, 1]
     assert all(len(d) - len(b"MPUB t\n") - 4 <= 4 + 3 * per_message for _w, d, _c, _t in wire.sent)
@@ -120,10 +124,10 @@ async def test_a_publish_whose_deadline_is_far_off_starts_a_batch_of_its_own() -
     wire = Wire()
     co = wire.make(loop, tolerance=0.05)
     data = commands.pub("t", b"b")
-    co.add_encoded(loop.create_future(), data, 5.0)
-    co.add_encoded(loop.create_future(), data, 5.01)  # within the tolerance: joins
-    co.add_encoded(loop.create_future(), data, 9.0)  # later than tolerated: the first goes
-    co.add_encoded(loop.create_future(), data, 1.0)  # earlier than the batch's: it goes too
+    queue(co, loop.create_future(), data, 5.0)
+    queue(co, loop.create_future(), data, 5.01)  # within the tolerance: joins
+    queue(co, loop.create_future(), data, 9.0)  # later than tolerated: the first goes
+    queue(co, loop.create_future(), data, 1.0)  # earlier than the batch's: it goes too
     co.flush()
     assert [count for _w, _d, count, _t in wire.sent] == [2, 1, 1]
 
@@ -134,7 +138,7 @@ async def test_linger_waits_then_sends_and_flush_sends_at_once() -> None:
     co = wire.make(loop, linger=60.0)
     data = commands.pub("t", b"b")
     for _ in range(2):
-        co.add_encoded(loop.create_future(), data, 5.0)
+        queue(co, loop.create_future(), data, 5.0)
         await asyncio.sleep(0)
     assert wire.sent == []  # lingering
     co.flush()  # what the Writer does when it closes
@@ -147,10 +151,10 @@ async def test_no_connection_hands_the_batch_to_the_backlog() -> None:
     wire.up = False
     co = wire.make(loop)
     data = commands.pub("t", b"b")
-    co.add_encoded(loop.create_future(), data, 5.0)
-    co.add_encoded(loop.create_future(), data, 5.0)
+    queue(co, loop.create_future(), data, 5.0)
+    queue(co, loop.create_future(), data, 5.0)
     co.flush()
-    [(_waiter, deadline, mpub)] = wire.kept
+    [[(_waiter, deadline, mpub)]] = wire.resent  # kept in the backlog for a connection
     assert mpub.startswith(b"MPUB ") and deadline > loop.time()
 
 
@@ -161,7 +165,7 @@ async def test_a_refused_batch_sends_each_message_again_the_oversized_last() -> 
     futs = [loop.create_future() for _ in range(3)]
     datas = [commands.pub("t", b"a"), commands.pub("t", b"x" * 500), commands.pub("t", b"c")]
     for fut, data in zip(futs, datas, strict=True):
-        co.add_encoded(fut, data, 5.0)
+        queue(co, fut, data, 5.0)
     co.flush()
     [(batch, _d, _c, _t)] = wire.sent
     batch.set_exception(BadMessageError("E_BAD_MESSAGE MPUB message too big 500 > 100"))
@@ -186,7 +190,7 @@ async def test_an_http_refusal_of_the_batch_is_split_too(error: HTTPError) -> No
     wire = Wire()
     co = wire.make(loop)
     for _ in range(2):
-        co.add_encoded(loop.create_future(), commands.pub("t", b"b"), 5.0)
+        queue(co, loop.create_future(), commands.pub("t", b"b"), 5.0)
     co.flush()
     wire.sent[0][0].set_exception(error)
     assert len(wire.resent) == 1 and co.split == 1
@@ -207,7 +211,7 @@ async def test_any_other_error_reaches_each_caller_as_its_own_copy(error: Except
     futs = [loop.create_future() for _ in range(3)]
     cancelled = futs[1]
     for fut in futs:
-        co.add_encoded(fut, commands.pub("t", b"b"), 5.0)
+        queue(co, fut, commands.pub("t", b"b"), 5.0)
     co.flush()
     cancelled.cancel()  # its caller gave up: the others still hear
     error.__cause__ = OSError("reset")
@@ -240,7 +244,7 @@ async def test_a_full_batch_goes_at_once_and_is_written_straight_away() -> None:
     co = wire.make(loop)
     data = commands.pub("t", b"k" * 1020)  # 1,024 bytes each in the MPUB body
     for _ in range(100):
-        co.add_encoded(loop.create_future(), data, 5.0)
+        queue(co, loop.create_future(), data, 5.0)
     [(_w, _d, count, _t)] = wire.sent  # before the iteration ended
     assert count == 64 and wire.flushes == 1  # 4 + 64 * 1,028 >= 64 KiB > 4 + 63 * 1,028
     co.flush()
@@ -258,5 +262,6 @@ async def test_a_publish_goes_alone_only_while_nothing_of_its_topic_is_on_its_wa
     assert co.alone(b"PUB t\n", third)
     co.add(b"PUB v\n", loop.create_future(), b"body", 5.0)
     assert not co.alone(b"PUB v\n", loop.create_future())  # an open batch takes it
-    assert co.pub(b"PUB t\n", b"abc") == commands.pub("t", b"abc")
+    assert join_pub(b"PUB t\n", b"abc") == commands.pub("t", b"abc")
+    assert split_pub(commands.pub("t", b"abc")) == (b"PUB t\n", memoryview(b"abc"))
     co.flush()
