@@ -141,7 +141,7 @@ class AsyncTransport(_Base):
             return
         self._closed = True
         if self._wire is not None:
-            self._wire.close()
+            await self._wire.aclose()
         if self._owns_client:
             await self._client.aclose()
 

@@ -234,18 +234,24 @@ def _readable(sock: Any) -> bool:
 # -- asyncio -------------------------------------------------------------------------------------
 
 
+#: seconds ``AsyncWire.aclose`` waits for its closed connections' transports to end
+CLOSE_WAIT = 2.0
+
+
 class _Conn(asyncio.Protocol):
-    __slots__ = ("closed", "parser", "transport", "waiter")
+    __slots__ = ("closed", "gone", "parser", "transport", "waiter")
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.parser = ResponseParser()
         self.waiter: asyncio.Future[WireResponse] | None = None
         self.closed = False
+        self.gone: asyncio.Future[None] | None = None  # done once the transport is gone
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport (uvloop's does not subclass asyncio.Transport)
         self.transport = cast("asyncio.Transport", transport)
+        self.gone = asyncio.get_running_loop().create_future()
 
     def data_received(self, data: bytes) -> None:
         waiter = self.waiter
@@ -271,6 +277,9 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        gone = self.gone
+        if gone is not None and not gone.done():
+            gone.set_result(None)
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             waiter.set_exception(ConnectionResetError("the server closed the connection"))
@@ -385,12 +394,25 @@ class AsyncWire:
                 conn.close()
         return response
 
-    def close(self) -> None:
-        """Close the idle connections; those still in a request close when it ends."""
+    def close(self) -> list[_Conn]:
+        """Close the idle connections (returned); those still in a request close when it
+        ends."""
         self._closed = True
         idle, self._idle = self._idle, []
         for conn in idle:
             conn.close_quietly()  # the caller's loop need not be theirs
+        return idle
+
+    async def aclose(self) -> None:
+        """:meth:`close`, then wait (at most ``CLOSE_WAIT`` seconds) until those connections
+        are gone, when this is their loop: a TLS connection's shutdown takes loop turns, and a
+        loop closed before they end leaves its transport open (uvloop then fails to close)."""
+        closed = self.close()
+        if asyncio.get_running_loop() is not self._loop:
+            return
+        waits = [c.gone for c in closed if c.gone is not None and not c.gone.done()]
+        if waits:
+            await asyncio.wait(waits, timeout=CLOSE_WAIT)
 
 
 # -- blocking ------------------------------------------------------------------------------------
