@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Unpack, overload
 
@@ -68,6 +68,7 @@ from .resend import Backlog, learn_limit
 if TYPE_CHECKING:
     from ..options import ConfigOptions
     from ..stats import WriterStats
+    from .connection import Door
 
 __all__ = ["Writer"]
 
@@ -156,6 +157,11 @@ class Writer:
         self._backlog = Backlog(send=self._dispatch, closed=lambda: self._closed)
         #: PUBs queued together leave as one MPUB (the ``coalesce`` option; made on start)
         self._coalesce: Coalescer | None = None
+        #: the doors of connections shared with publishing threads (a sync facade's Writer:
+        #: see :meth:`_share_with_threads`); a new list on every change, so threads read a
+        #: consistent one without a lock
+        self._doors: list[Any] = []
+        self._make_door: Callable[[Connection], Door] | None = None
         self._published = 0  # messages acknowledged
         self._failed = 0  # publish calls that raised
         #: told of every publish (None: none attached; see :mod:`nsqclient.observer`)
@@ -239,7 +245,18 @@ class Writer:
     def _accepting(self) -> bool:
         return not self._closed
 
+    def _share_with_threads(self, make_door: Callable[[Connection], Door]) -> None:
+        """Give each plain-TCP connection a door for publishing threads (the sync facade's
+        fast path: :mod:`nsqclient.sync.door`), made by ``make_door``; each door has an
+        ``outstanding`` count and settles through :meth:`_door_done`. Before the Writer
+        starts."""
+        self._make_door = make_door
+
     def _on_connection_up(self, conn: Connection) -> None:
+        if self._make_door is not None:
+            door = conn.open_door(self._make_door)
+            if door is not None:
+                self._doors = [*self._doors, door]
         self._healthy.append(conn)
         assert self._healthy_event is not None
         self._healthy_event.set()
@@ -252,6 +269,9 @@ class Writer:
         # after an error frame the node set reconnects at once (prompt_after_error), so what
         # waits in the backlog goes soon
         self._nodes.lost(conn, exc)
+        door = conn._door
+        if door is not None and door in self._doors:
+            self._doors = [d for d in self._doors if d is not door]
         if conn in self._healthy:
             self._healthy.remove(conn)
         if not self._healthy and self._healthy_event is not None:
@@ -541,7 +561,7 @@ class Writer:
         """The sync facade's door: like :meth:`publish_nowait`, completing ``waiter`` directly
         (no future, no callback hop); False if it must wait. The waiter then calls
         :meth:`_publish_done` once, which settles it (the sync facade's tickets do)."""
-        if self._closed or not self._started or self._outstanding >= self._max_pending:
+        if self._closed or not self._started or self.outstanding >= self._max_pending:
             return False
         if not self._send(waiter, data, count, timeout):
             return False
@@ -550,6 +570,13 @@ class Writer:
 
     def _publish_done(self, count: int, error: BaseException | None) -> None:
         """Settle a publish sent with :meth:`_publish_to` (the facade observes its own calls)."""
+        self._settle(count, error, None)
+
+    def _door_done(self, count: int, error: BaseException | None) -> None:
+        """Settle a publish a thread wrote through a door, through the one settlement (the
+        facade observes its own calls). Its door counted it, not a slot here: it is given the
+        slot that the settlement passes on."""
+        self._outstanding += 1
         self._settle(count, error, None)
 
     # ------------------------------------------------------------------ dispatch and settlement
@@ -607,7 +634,7 @@ class Writer:
     def _after_release(self) -> None:
         if self._slot_waiters:
             self._wake_slot()
-        if self._idle_waiters and not self._outstanding:
+        if self._idle_waiters and not self.outstanding:
             self._wake_idle()
 
     async def wait_ready(self, timeout: float | None = None) -> None:
@@ -623,8 +650,8 @@ class Writer:
         assert loop is not None
         deadline = loop.time() + (self._publish_timeout if timeout is None else timeout)
         fallback = bool(self._http_fallback)
-        while self._outstanding >= self._max_pending or (self._pick() is None and not fallback):
-            if self._outstanding >= self._max_pending:
+        while self.outstanding >= self._max_pending or (self._pick() is None and not fallback):
+            if self.outstanding >= self._max_pending:
                 await self._wait_slot(deadline)
             if self._pick() is None and not fallback:
                 await self._wait_healthy(deadline)
@@ -674,7 +701,7 @@ class Writer:
     async def _wait_slot(self, deadline: float) -> None:
         loop = self._loop
         assert loop is not None
-        while self._outstanding >= self._max_pending:
+        while self.outstanding >= self._max_pending:
             fut: asyncio.Future[None] = loop.create_future()
             self._slot_waiters.append(fut)
             try:
@@ -712,8 +739,11 @@ class Writer:
 
     @property
     def outstanding(self) -> int:
-        """Publishes sent and not yet acknowledged."""
-        return self._outstanding
+        """Publishes sent and not yet acknowledged (those written from threads included)."""
+        doors = self._doors
+        if not doors:
+            return self._outstanding
+        return self._outstanding + sum(int(door.outstanding) for door in doors)
 
     # ------------------------------------------------------------------ closing
 
@@ -730,7 +760,7 @@ class Writer:
             self._coalesce.flush()  # what was queued goes now, not ``linger`` later
         self._refuse_waiters()
         loop = self._loop
-        if loop is not None and self._outstanding:
+        if loop is not None and self.outstanding:
             fut: asyncio.Future[None] = loop.create_future()
             self._idle_waiters.append(fut)
             wait = self.config.sec.close_timeout if timeout is None else timeout
@@ -804,7 +834,7 @@ class Writer:
             "coalesced_batches": 0 if co is None else co.batches,
             "coalesced_messages": 0 if co is None else co.messages,
             "coalesced_split": 0 if co is None else co.split,
-            "outstanding": self._outstanding,
+            "outstanding": self.outstanding,
             "max_pending_publishes": self._max_pending,
             "connection_losses": self._nodes.outages.losses,
             "reconnects": self._nodes.outages.reconnects,

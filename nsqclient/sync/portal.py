@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..errors import ClosedError, ConfigError, NSQError, NSQTimeoutError
+from . import wakes
 
 __all__ = [
     "LOOPS",
@@ -103,7 +104,9 @@ class LoopThread:
     _instance: LoopThread | None = None
 
     def __init__(self) -> None:
-        self.loop = loop_factory()()
+        factory = loop_factory()
+        # asyncio's own loop gets the selector that wakes publishing threads where they can run
+        self.loop = wakes.new_waking_loop() if factory is asyncio.new_event_loop else factory()
         self.leases = 0
         self.pid = os.getpid()
         started = threading.Event()
@@ -118,10 +121,12 @@ class LoopThread:
     def _run(self, started: threading.Event) -> None:
         loop = self.loop
         asyncio.set_event_loop(loop)
+        wakes.bind(loop)
         loop.call_soon(started.set)
         try:
             loop.run_forever()
         finally:
+            wakes.unbind(loop)
             try:
                 tasks = asyncio.all_tasks(loop)
                 for task in tasks:

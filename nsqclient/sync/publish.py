@@ -18,9 +18,15 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from ..errors import ClosedError, NotSentTimeoutError, NSQTimeoutError
 from .portal import SLICE
+from .wakes import Waker, thread_waker
+from .wakes import wake as _wake
+
+if TYPE_CHECKING:
+    from .door import ThreadWrites
 
 __all__ = ["PublishQueue", "PublishTicket"]
 
@@ -30,14 +36,16 @@ _QUEUED, _SENT, _DONE, _CANCELLED = 0, 1, 2, 3
 class PublishTicket:
     """One encoded publish crossing from a thread to the loop, and its outcome.
 
-    The publishing thread waits on ``_done`` (a lock created held, released by the loop) or, for
-    ``pub_nowait``, on ``future``. ``error`` is the very exception object the core produced.
+    The publishing thread waits on its :class:`~.wakes.Waker` (woken by the loop once the ticket
+    is complete) or, for ``pub_nowait``, on ``future``. ``error`` is the very exception object
+    the core produced.
     """
 
     __slots__ = (
-        "_done",
+        "_door",
         "_on_sent_done",
         "_running",
+        "_waker",
         "count",
         "data",
         "deadline",
@@ -61,30 +69,30 @@ class PublishTicket:
         self.state = _QUEUED
         self._running = False  # ``future`` was set running (it can no longer be cancelled)
         self._on_sent_done: Settle | None = None  # the Writer's settlement
-        if future is None:
-            self._done: threading.Lock | None = threading.Lock()
-            self._done.acquire()
-        else:
-            self._done = None
+        #: the connection door a thread wrote it through (None: it crossed to the loop)
+        self._door: ThreadWrites | None = None
+        #: the publishing thread's wake-up line (None for ``pub_nowait``: its future is)
+        self._waker: Waker | None = thread_waker() if future is None else None
 
     # -- thread side --
 
     def wait(self, deadline: float) -> None:
         """Block until nsqd answered (raising its error) or ``deadline`` passed."""
-        done = self._done
-        assert done is not None
+        waker = self._waker
+        assert waker is not None
         try:
-            while True:
+            while self.state != _DONE:
                 remaining = deadline - time.monotonic()
                 if remaining > 0:
-                    if done.acquire(timeout=min(SLICE, remaining)):
-                        break
+                    waker.wait(remaining)  # woken, or a slice passed: look again
                 else:
                     # withdraw first, then look: a ticket the loop claimed meanwhile was sent
                     self.cancel()
                     if self.state == _DONE:  # answered just now: that outcome, not a timeout
                         break
                     if self.state != _CANCELLED:
+                        if self._door is not None:  # no timer saw it: let the loop look
+                            self._door.overdue()
                         raise NSQTimeoutError(
                             "no acknowledgement from nsqd in time; the message may or may not "
                             "have been published"
@@ -145,9 +153,9 @@ class PublishTicket:
         self.state = _DONE
         future = self.future
         if future is None:
-            done = self._done
-            assert done is not None
-            done.release()
+            waker = self._waker
+            assert waker is not None
+            _wake(waker)  # when the loop thread next waits for I/O (see .wakes)
             return
         if not self._running:
             if not future.set_running_or_notify_cancel():
@@ -247,6 +255,22 @@ class PublishQueue:
         except RuntimeError:  # the loop is gone
             ticket.cancel()
             raise ClosedError("this SyncWriter's loop has stopped") from None
+
+    def put_back(self, tickets: list[PublishTicket]) -> None:
+        """Take tickets a connection door could not write (any thread; never blocks: they were
+        admitted already). They go first, in order."""
+        if not tickets:
+            return
+        with self._lock:
+            self._items.extendleft(reversed(tickets))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # the loop is gone
+            for ticket in tickets:
+                ticket.complete(ClosedError("this SyncWriter's loop has stopped"))
 
     # -- loop side --
 

@@ -22,6 +22,7 @@ from ..errors import ClosedError
 from ..observer import Observer, observer_for
 from ..protocol import commands
 from ..protocol.names import Body, single_body_batch
+from .door import ThreadWrites
 from .lifecycle import FacadeLifecycle
 from .portal import LoopThread
 from .publish import PublishQueue, PublishTicket
@@ -79,6 +80,8 @@ class SyncWriter(FacadeLifecycle):
         ):
             raise ValueError("max_queued_publishes must be an int >= 1")
         self._max_queued = max_queued_publishes
+        self._max_pending = self.config.max_pending_publishes
+        self._rr = 0
         self._publish_timeout = self.config.sec.publish_timeout
         self._init_lifecycle()
         #: told of every publish call, in the calling thread (so a span's parent is the
@@ -96,6 +99,10 @@ class SyncWriter(FacadeLifecycle):
         queue = PublishQueue(
             self._max_queued, writer._publish_to, writer.wait_ready, writer._publish_done
         )
+        if not self.config.coalesce:  # coalesced PUBs are joined on the loop
+            writer._share_with_threads(
+                partial(ThreadWrites, spill=queue.put_back, settle=writer._door_done)
+            )
         return writer, queue
 
     # ------------------------------------------------------------------ publishing
@@ -120,6 +127,18 @@ class SyncWriter(FacadeLifecycle):
             commands.check_timeout(timeout)
             limit = timeout
         ticket = PublishTicket(data, count, time.monotonic() + limit, future)
+        doors = self._writer._doors
+        if doors:  # the fast path: written by this thread (see nsqclient.sync.door)
+            n = len(doors)
+            if n == 1:
+                door = doors[0]
+            else:
+                self._rr = rr = (self._rr + 1) % n
+                door = doors[rr]
+            if self._writer.outstanding < self._max_pending:
+                ticket._door = door
+                door.submit(ticket)
+                return ticket
         self._queue.put(ticket)
         return ticket
 
@@ -138,7 +157,7 @@ class SyncWriter(FacadeLifecycle):
         token = None if obs is None else obs.publish_started(verb, topic, count)
         try:
             ticket = self._send(encode(self._core()), count, timeout)
-            ticket.wait(ticket.deadline + _GRACE)
+            ticket.wait(ticket.deadline)
         except BaseException as exc:
             if obs is not None:
                 obs.publish_settled(token, exc)
@@ -331,7 +350,9 @@ class SyncWriter(FacadeLifecycle):
 async def _stats(writer: Writer, queue: PublishQueue) -> SyncWriterStats:
     core = writer.stats()
     # the Writer counts what it was handed; what failed in the queue before that is counted there
-    return {**core, "failed": core["failed"] + queue.failures, "queued": len(queue)}
+    queued = len(queue) + sum(door.queued for door in writer._doors)
+    failed = core["failed"] + queue.failures + sum(door.withdrawn for door in writer._doors)
+    return {**core, "failed": failed, "queued": queued}
 
 
 def _settle_future(obs: Observer, token: Any, future: concurrent.futures.Future[None]) -> None:

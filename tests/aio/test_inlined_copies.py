@@ -18,7 +18,12 @@ pytestmark = pytest.mark.timeout(10)
 
 
 def _body(cls: str, method: str) -> list[ast.stmt]:
-    return method_body(connection, cls, method)
+    """The method's statements after its shared-connection branch (``if self._door ...``),
+    which differs between the two by what it returns."""
+    body = method_body(connection, cls, method)
+    first = body[0]
+    assert isinstance(first, ast.If) and ast.unparse(first.test) == "self._door is not None"
+    return body[1:]
 
 
 class _Rename(ast.NodeTransformer):

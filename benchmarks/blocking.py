@@ -1,0 +1,307 @@
+"""The blocking face against its floor, on one nsqd, interleaved: ``python -m benchmarks.blocking``.
+
+The floor is no library at all: threads with a socket each, writing a PUB and then blocking in
+``recv`` for its OK, which is the least a blocking publish can cost in CPython. Beside it, in the
+same run and on the same nsqd: ``SyncWriter.pub`` from 1 and 16 threads (plain and with
+``coalesce=True``), ``SyncWriter.pub_nowait`` waited for at once from 16 threads, gnsq's
+``Producer.publish`` from 256 greenlets where gnsq is installed, and the asyncio ``Writer.pub``
+with 256 concurrent awaits. Every publish waits for nsqd's OK.
+
+Each case runs in a process of its own (so its CPU is its own, without interpreter start-up):
+the child measures msg/s, its CPU per message (user + system, every thread) and its context
+switches per message (voluntary + involuntary) over the timed part only. Rounds interleave the
+cases, so a drift of the shared machine falls on all of them; the table gives medians and each
+case's ratios to the floor with the same number of threads. ``--before PATH`` adds the SyncWriter
+cases run with the nsqclient found in PATH (another checkout), for before/after in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: name -> (kind, threads, description)
+CASES: dict[str, tuple[str, int, str]] = {
+    "floor-1": ("floor", 1, "no library, 1 thread (socket, PUB, blocking recv)"),
+    "floor-16": ("floor", 16, "no library, 16 threads, a socket each"),
+    "sync-1": ("sync", 1, "SyncWriter.pub, 1 thread"),
+    "sync-16": ("sync", 16, "SyncWriter.pub, 16 threads"),
+    "sync-16-coalesce": ("sync-coalesce", 16, "SyncWriter.pub, 16 threads, coalesce=True"),
+    "sync-16-nowait": ("sync-nowait", 16, "SyncWriter.pub_nowait(...).result(), 16 threads"),
+    "gnsq-256": ("gnsq", 256, "gnsq Producer.publish, 256 greenlets"),
+    "aio-256": ("aio", 256, "asyncio Writer.pub, 256 concurrent"),
+}
+FLOOR_OF = {1: "floor-1"}  # otherwise floor-16
+#: set for a child that measures another checkout's nsqclient (``--before``)
+SOURCE_ENV = "NSQCLIENT_BENCH_SOURCE"
+
+
+def _usage() -> tuple[float, int]:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, r.ru_nvcsw + r.ru_nivcsw
+
+
+def _timed(start: Callable[[], None], wait: Callable[[], None], count: int) -> dict[str, float]:
+    cpu0, cs0 = _usage()
+    t0 = time.perf_counter()
+    start()
+    wait()
+    elapsed = time.perf_counter() - t0
+    cpu1, cs1 = _usage()
+    return {
+        "msg_per_s": count / elapsed,
+        "cpu_us": 1e6 * (cpu1 - cpu0) / count,
+        "cs": (cs1 - cs0) / count,
+    }
+
+
+def _in_threads(threads: int, work: Callable[[int], None], count: int) -> dict[str, float]:
+    each = count // threads
+    ts = [threading.Thread(target=work, args=(each,)) for _ in range(threads)]
+
+    def start() -> None:
+        for t in ts:
+            t.start()
+
+    def join() -> None:
+        for t in ts:
+            t.join()
+
+    return _timed(start, join, each * threads)
+
+
+def run_floor(address: str, topic: str, threads: int, count: int, body: bytes) -> dict[str, float]:
+    host, port = address.rsplit(":", 1)
+    command = b"PUB " + topic.encode() + b"\n" + struct.pack(">l", len(body)) + body
+    socks = []
+    for _ in range(threads):
+        s = socket.create_connection((host, int(port)))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.sendall(b"  V2")
+        socks.append(s)
+
+    def work(n: int) -> None:
+        s = socks.pop()
+        for _ in range(n):
+            s.sendall(command)
+            reply = s.recv(64)
+            while len(reply) < 10:  # size, frame type, "OK"
+                reply += s.recv(64)
+            if reply[8:10] != b"OK":
+                raise RuntimeError(f"nsqd answered {reply!r}")
+        s.close()
+
+    return _in_threads(threads, work, count)
+
+
+def run_sync(
+    address: str, topic: str, threads: int, count: int, body: bytes, kind: str
+) -> dict[str, float]:
+    from nsqclient.sync import SyncWriter
+
+    with SyncWriter([address], coalesce=kind == "sync-coalesce") as writer:
+        writer.pub(topic, body)  # connected and warm
+
+        def work(n: int) -> None:
+            if kind == "sync-nowait":
+                for _ in range(n):
+                    writer.pub_nowait(topic, body).result()
+            else:
+                pub = writer.pub
+                for _ in range(n):
+                    pub(topic, body)
+
+        return _in_threads(threads, work, count)
+
+
+def run_aio(
+    address: str, topic: str, concurrency: int, count: int, body: bytes
+) -> dict[str, float]:
+    import asyncio
+
+    from nsqclient.aio import Writer
+
+    async def main() -> dict[str, float]:
+        async with Writer([address]) as writer:
+            await writer.pub(topic, body)
+            each = count // concurrency
+
+            async def work() -> None:
+                for _ in range(each):
+                    await writer.pub(topic, body)
+
+            result: dict[str, float] = {}
+
+            async def go() -> None:
+                await asyncio.gather(*(work() for _ in range(concurrency)))
+
+            cpu0, cs0 = _usage()
+            t0 = time.perf_counter()
+            await go()
+            elapsed = time.perf_counter() - t0
+            cpu1, cs1 = _usage()
+            n = each * concurrency
+            result.update(msg_per_s=n / elapsed, cpu_us=1e6 * (cpu1 - cpu0) / n, cs=(cs1 - cs0) / n)
+            return result
+
+    return asyncio.run(main())
+
+
+def run_gnsq(
+    address: str, topic: str, greenlets: int, count: int, body: bytes
+) -> dict[str, float]:
+    import gevent  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    import gnsq  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    producer = gnsq.Producer([address])
+    producer.start()
+    producer.publish(topic, body)
+    each = count // greenlets
+
+    def work() -> None:
+        for _ in range(each):
+            producer.publish(topic, body)
+
+    def start() -> None:
+        jobs.extend(gevent.spawn(work) for _ in range(greenlets))
+
+    jobs: list[Any] = []
+    result = _timed(start, lambda: gevent.joinall(jobs, raise_error=True), each * greenlets)
+    producer.close()
+    producer.join()
+    return result
+
+
+def available(name: str) -> bool:
+    kind = CASES[name][0]
+    if kind != "gnsq":
+        return True
+    try:
+        import gnsq  # type: ignore[import-untyped,import-not-found,unused-ignore]  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def child(name: str, address: str, topic: str, count: int, size: int) -> dict[str, float]:
+    kind, threads, _ = CASES[name]
+    body = b"x" * size
+    if kind == "floor":
+        return run_floor(address, topic, threads, count, body)
+    if kind.startswith("sync"):
+        return run_sync(address, topic, threads, count, body, kind)
+    if kind == "aio":
+        return run_aio(address, topic, threads, count, body)
+    return run_gnsq(address, topic, threads, count, body)
+
+
+def _run_child(
+    name: str, address: str, topic: str, count: int, size: int, pythonpath: str | None
+) -> dict[str, float]:
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env[SOURCE_ENV] = pythonpath
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.blocking", "--child", name, "--address", address,
+         "--topic", topic, "--messages", str(count), "--size", str(size)],
+        cwd=str(ROOT),
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"{name} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _floor_name(name: str) -> str:
+    return FLOOR_OF.get(CASES[name.removesuffix(" (before)")][1], "floor-16")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=40_000, help="publishes per case")
+    parser.add_argument("--size", type=int, default=512, help="body bytes")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
+    parser.add_argument("--before", default=None, help="another checkout: its SyncWriter too")
+    parser.add_argument("--json", default=None, help="write the rows to this file")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--address", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--topic", default="blocking", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        source = os.environ.get(SOURCE_ENV)
+        if source:  # measure that checkout's nsqclient, not the installed (editable) one
+            sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+            sys.path.insert(0, source)
+        print(json.dumps(child(args.child, args.address, args.topic, args.messages, args.size)))
+        return 0
+
+    from nsqclient.testing.daemons import NsqdProcess
+
+    names = [n.strip() for n in args.cases.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        parser.error(f"unknown cases: {', '.join(unknown)} (known: {', '.join(CASES)})")
+    skipped = [n for n in names if not available(n)]
+    names = [n for n in names if n not in skipped]
+    for name in {_floor_name(n) for n in names} - set(names):
+        names.insert(0, name)  # every ratio needs its floor
+    runs: list[tuple[str, str | None]] = [(n, None) for n in names]
+    if args.before:
+        runs += [(f"{n} (before)", args.before) for n in names if CASES[n][0].startswith("sync")]
+    results: dict[str, list[dict[str, float]]] = {label: [] for label, _ in runs}
+    with NsqdProcess() as nsqd:
+        for r in range(args.rounds):
+            order = runs if r % 2 == 0 else runs[::-1]
+            for label, path in order:
+                topic = f"blocking{r}"
+                name = label.removesuffix(" (before)")
+                results[label].append(
+                    _run_child(name, nsqd.tcp_address, topic, args.messages, args.size, path)
+                )
+                print(f"round {r + 1}: {label}: {results[label][-1]}", file=sys.stderr)
+            for t in {f"blocking{r}"}:
+                try:
+                    nsqd.http_post("/topic/delete", params={"topic": t})
+                except Exception:  # a topic that never existed
+                    pass
+    rows: list[dict[str, Any]] = []
+    for label, _ in runs:
+        med = {k: statistics.median(x[k] for x in results[label]) for k in results[label][0]}
+        rows.append({"case": label, **med})
+    by = {row["case"]: row for row in rows}
+    print(f"\n{args.rounds} rounds, {args.messages} publishes of {args.size} B per case, medians")
+    print("| case | msg/s | x floor | client CPU µs/msg | x floor CPU | ctx switches/msg |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for row in rows:
+        label = str(row["case"])
+        base = label.removesuffix(" (before)")
+        floor = by[_floor_name(base)]
+        desc = CASES[base][2] + (" (before)" if label != base else "")
+        print(
+            f"| {desc} | {row['msg_per_s']:,.0f} | {row['msg_per_s'] / floor['msg_per_s']:.2f} "
+            f"| {row['cpu_us']:.1f} | {row['cpu_us'] / floor['cpu_us']:.2f} | {row['cs']:.2f} |"
+        )
+    if skipped:
+        print(f"\nnot installed, not run: {', '.join(skipped)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
