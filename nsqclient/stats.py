@@ -167,3 +167,6 @@ class SyncWriterStats(WriterStats):
 
     queued: int
     """Count: publishes waiting in the facade's queue to cross to the loop, right now."""
+    written_by_threads: int
+    """Count: publishes the calling threads wrote to nsqd themselves since start (the fast
+    path, on plain TCP connections); the others crossed to the loop to be written."""

@@ -162,6 +162,7 @@ class Writer:
         #: consistent one without a lock
         self._doors: list[Any] = []
         self._make_door: Callable[[Connection], Door] | None = None
+        self._door_sent = 0  # what the doors of lost connections had written
         self._published = 0  # messages acknowledged
         self._failed = 0  # publish calls that raised
         #: told of every publish (None: none attached; see :mod:`nsqclient.observer`)
@@ -272,6 +273,7 @@ class Writer:
         door = conn._door
         if door is not None and door in self._doors:
             self._doors = [d for d in self._doors if d is not door]
+            self._door_sent += door.sent  # the facade's stats count every door there was
         if conn in self._healthy:
             self._healthy.remove(conn)
         if not self._healthy and self._healthy_event is not None:

@@ -352,7 +352,8 @@ async def _stats(writer: Writer, queue: PublishQueue) -> SyncWriterStats:
     # the Writer counts what it was handed; what failed in the queue before that is counted there
     queued = len(queue) + sum(door.queued for door in writer._doors)
     failed = core["failed"] + queue.failures + sum(door.withdrawn for door in writer._doors)
-    return {**core, "failed": failed, "queued": queued}
+    written = writer._door_sent + sum(door.sent for door in writer._doors)
+    return {**core, "failed": failed, "queued": queued, "written_by_threads": written}
 
 
 def _settle_future(obs: Observer, token: Any, future: concurrent.futures.Future[None]) -> None:

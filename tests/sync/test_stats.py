@@ -38,6 +38,7 @@ def test_sync_writer_stats_keys_and_values(nsqd: NsqdProcess) -> None:
         "nsqd_down": [],
         "connections": [{"address": nsqd.tcp_address, "state": "connected", "pending": 0}],
         "queued": 0,
+        "written_by_threads": 5,  # every publish: the calling thread wrote it (plain TCP)
     }
 
 

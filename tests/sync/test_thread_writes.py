@@ -1,0 +1,212 @@
+"""The blocking publish written by the calling thread (nsqclient.sync.door) keeps the contract.
+
+Sixteen publishing threads through cuts, a stall and refusals; a stall that each blocked publish
+gives up on within its own timeout (sent: maybe stored); a close from another thread while they
+publish; coroutines and threads publishing on the one connection at once; a body larger than the
+socket's buffer (the thread writes what fits, the loop the rest); and connections the threads
+must not write to (snappy) going the loop's way. Real nsqd and the embedded server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from nsqclient.errors import ClosedError, NSQError, NSQTimeoutError, NotSentTimeoutError
+from nsqclient.sync import SyncWriter, run_in_loop
+from nsqclient.testing import FaultProxy
+from nsqclient.testing.daemons import NsqdProcess
+from tests.support import wait_until
+
+from .support import drain_bodies, message_count, unique
+from .test_faults_sync import FAST, MARGIN, PUBLISH_TIMEOUT, SyncLedger, fault
+
+pytestmark = pytest.mark.timeout(90)
+
+THREADS = 16
+
+
+def _publishers(
+    writer: SyncWriter, topic: str, ledger: SyncLedger, stop: threading.Event
+) -> list[threading.Thread]:
+    kinds = ["pub"] * 12 + ["mpub", "dpub", "pub", "mpub"]
+
+    def publisher(how: str) -> None:
+        while not stop.is_set():
+            if not ledger.publish(writer, topic, how):
+                time.sleep(0.02)  # a caller that retries, not one that spins
+
+    threads = [threading.Thread(target=publisher, args=(how,), daemon=True) for how in kinds]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def test_sixteen_threads_publish_through_cuts_a_stall_and_refusals(
+    nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy
+) -> None:
+    topic, ledger, stop = unique(), SyncLedger(), threading.Event()
+    options = {**FAST, "publish_timeout": int(PUBLISH_TIMEOUT * 1000)}
+    with SyncWriter([nsq_fault_proxy.address], **options) as writer:
+        threads = _publishers(writer, topic, ledger, stop)
+        try:
+            for name in ("cut (FIN)", "cut (RST)", "stall", "refuse"):
+                before = len(ledger.acked)
+                wait_until(lambda b=before: len(ledger.acked) > b + 50, what=f"before {name}")
+                with fault(nsq_fault_proxy, name):
+                    if not name.startswith("cut"):
+                        time.sleep(PUBLISH_TIMEOUT + 0.5)  # how long the fault lasts
+                resumed = len(ledger.acked)
+                wait_until(lambda r=resumed: len(ledger.acked) > r + 50, what=f"after {name}")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(10)
+        assert not any(t.is_alive() for t in threads)
+        assert writer.stats()["written_by_threads"] > 0  # the threads' own path was exercised
+    assert ledger.raised, "no publish ever failed: the faults did not bite"
+    ledger.check(drain_bodies(nsqd, topic, message_count(nsqd, topic), **FAST))
+
+
+def test_a_stall_fails_each_blocked_publish_within_its_timeout_then_recovers(
+    nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy
+) -> None:
+    """Nothing answers: every thread's publish raises NSQTimeoutError (sent, maybe stored) on
+    its own clock; the connection is then found stuck and replaced, and publishing resumes."""
+    topic = unique()
+    timeout = 0.5
+    with SyncWriter([nsq_fault_proxy.address], **FAST, publish_timeout=2000) as writer:
+        writer.pub(topic, b"warm")
+        outcomes: list[tuple[BaseException | None, float]] = []
+        lock = threading.Lock()
+
+        def one(i: int) -> None:
+            start = time.monotonic()
+            error: BaseException | None = None
+            try:
+                writer.pub(topic, b"stalled-%d" % i, timeout=timeout)
+            except NSQError as exc:
+                error = exc
+            with lock:
+                outcomes.append((error, time.monotonic() - start))
+
+        with nsq_fault_proxy.stall():
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(THREADS)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(10)
+        assert len(outcomes) == THREADS
+        for error, took in outcomes:
+            assert isinstance(error, NSQTimeoutError), error
+            assert error.sent is True and not isinstance(error, NotSentTimeoutError)
+            assert took <= timeout + MARGIN, f"a publish took {took:.2f}s for a {timeout}s timeout"
+        writer.pub(topic, b"after", timeout=10)  # a fresh connection once the stuck one went
+    assert b"after" in drain_bodies(nsqd, topic, message_count(nsqd, topic), **FAST)
+
+
+def test_a_close_from_another_thread_while_sixteen_publish(nsqd: NsqdProcess) -> None:
+    """Every publishing thread ends (ClosedError once closed); what was acknowledged is stored;
+    graceful_close waits for what the threads wrote themselves."""
+    topic, ledger, stop = unique(), SyncLedger(), threading.Event()
+    writer = SyncWriter([nsqd.tcp_address], **FAST)
+    closed_errors: list[BaseException] = []
+
+    def publisher() -> None:
+        while True:
+            try:
+                body = ledger.bodies("pub", 1)[0]
+                writer.pub(topic, body, timeout=5)
+            except ClosedError as exc:
+                closed_errors.append(exc)
+                return
+            except NSQError:
+                with ledger.lock:
+                    ledger.raised.append(body)
+            else:
+                with ledger.lock:
+                    ledger.acked.append(body)
+
+    writer.pub(topic, b"warm")
+    threads = [threading.Thread(target=publisher, daemon=True) for _ in range(THREADS)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: len(ledger.acked) > 500, what="the threads publishing")
+    stats_before = writer.stats()
+    writer.graceful_close(timeout=5)
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads)
+    assert len(closed_errors) == THREADS  # each thread was told, none hangs
+    assert stats_before["written_by_threads"] > 0
+    stored = set(drain_bodies(nsqd, topic, message_count(nsqd, topic), **FAST))
+    missing = [b for b in ledger.acked if b not in stored]
+    assert not missing, f"{len(missing)} acknowledged publishes missing"
+    stop.set()
+
+
+def test_coroutines_and_threads_publish_on_one_connection_at_once(nsqd: NsqdProcess) -> None:
+    topic = unique()
+    per_thread, tasks, per_task = 300, 32, 40
+    with SyncWriter([nsqd.tcp_address]) as writer:
+        writer.pub(topic, b"warm")
+        errors: list[BaseException] = []
+
+        def thread_body(i: int) -> None:
+            try:
+                for j in range(per_thread):
+                    writer.pub(topic, b"t%d-%d" % (i, j))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        async def coroutines() -> None:
+            async def task(i: int) -> None:
+                for j in range(per_task):
+                    await writer.aio.pub(topic, b"a%d-%d" % (i, j))
+
+            await asyncio.gather(*(task(i) for i in range(tasks)))
+
+        threads = [threading.Thread(target=thread_body, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        run_in_loop(coroutines(), timeout=60)
+        for t in threads:
+            t.join(60)
+        assert not errors, errors
+        stats = writer.stats()
+        assert len(stats["connections"]) == 1  # one connection, shared
+        assert stats["written_by_threads"] >= 8 * per_thread
+        assert stats["published"] == 1 + 8 * per_thread + tasks * per_task
+    expected = 1 + 8 * per_thread + tasks * per_task
+    stored = drain_bodies(nsqd, topic, expected)
+    assert len(stored) == expected and len(set(stored)) == expected
+
+
+def test_a_body_larger_than_the_socket_buffer(nsqd_factory: Any) -> None:
+    """The thread's send takes part of an 8 MiB MPUB; the loop writes the rest, in order, and
+    the PUBs behind it are answered after it."""
+    nsqd = nsqd_factory(extra_args=["--max-msg-size=9000000", "--max-body-size=9000000"])
+    topic = unique()
+    big = [b"b" * (1 << 20)] * 8
+    with SyncWriter([nsqd.tcp_address], max_msg_size=9_000_000, max_body_size=9_000_000) as w:
+        w.pub(topic, b"warm")
+        futures = [w.mpub_nowait(topic, big, timeout=30)]
+        futures += [w.pub_nowait(topic, b"small-%d" % i, timeout=30) for i in range(50)]
+        for future in futures:
+            future.result(timeout=30)
+        assert w.stats()["written_by_threads"] >= 52
+    assert message_count(nsqd, topic) == 1 + 8 + 50
+
+
+def test_a_compressed_connection_is_written_by_the_loop(nsqd: NsqdProcess) -> None:
+    topic = unique()
+    with SyncWriter([nsqd.tcp_address], snappy=True) as writer:
+        for i in range(20):
+            writer.pub(topic, b"s%d" % i)
+        stats = writer.stats()
+    assert stats["written_by_threads"] == 0 and stats["published"] == 20
+    assert sorted(drain_bodies(nsqd, topic, 20)) == sorted(b"s%d" % i for i in range(20))
