@@ -158,6 +158,10 @@ class ConnectionOwner(Protocol):
 class Door(Protocol):
     """A connection shared with publishing threads (see :meth:`Connection.open_door`)."""
 
+    #: publishes written through it (by threads), and of those, settled
+    sent: int
+    done: int
+
     def __enter__(self) -> None: ...
 
     def __exit__(self, *exc_info: object) -> None: ...

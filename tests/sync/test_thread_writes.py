@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from nsqclient.errors import ClosedError, NSQError, NSQTimeoutError, NotSentTimeoutError
+from nsqclient.errors import ClosedError, NotSentTimeoutError, NSQError, NSQTimeoutError
 from nsqclient.sync import SyncWriter, run_in_loop
 from nsqclient.testing import FaultProxy
 from nsqclient.testing.daemons import NsqdProcess
@@ -160,7 +160,7 @@ def test_coroutines_and_threads_publish_on_one_connection_at_once(nsqd: NsqdProc
             try:
                 for j in range(per_thread):
                     writer.pub(topic, b"t%d-%d" % (i, j))
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:
                 errors.append(exc)
 
         async def coroutines() -> None:
