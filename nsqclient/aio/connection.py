@@ -158,15 +158,24 @@ class ConnectionOwner(Protocol):
 class Door(Protocol):
     """A connection shared with publishing threads (see :meth:`Connection.open_door`)."""
 
-    #: publishes written through it (by threads), and of those, settled
+    #: publishes written through it (by threads), of those settled by the loop, and the
+    #: messages acknowledged to the ones the threads settled
     sent: int
     done: int
+    ok: int
 
     def __enter__(self) -> None: ...
 
     def __exit__(self, *exc_info: object) -> None: ...
 
     def close(self) -> None: ...
+
+    #: reading may pass to the threads at the end of this read (then ``after_read()``)
+    _switch: bool
+
+    def after_read(self) -> None: ...
+
+    def take_back(self) -> None: ...
 
 
 class ReplyWaiter(Protocol):
@@ -341,6 +350,9 @@ class Connection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         """asyncio.BufferedProtocol callback: ``nbytes`` were read into the buffer."""
         self.data_received(self._rview[:nbytes].tobytes())
+        door = self._door
+        if door is not None and door._switch:  # reading may pass to publishing threads now
+            door.after_read()
 
     def data_received(self, data: bytes) -> None:
         """Decode frames and dispatch them; called by the loop.
@@ -723,9 +735,11 @@ class Connection(asyncio.BufferedProtocol):
         with door:
             self._door = None
             try:
-                return method(*args)
+                result = method(*args)
             finally:
                 self._door = door
+        door.take_back()  # the reply to the loop's own command is the loop's to read
+        return result
 
     def open_door(self, make: Callable[[Connection], Door]) -> Door | None:
         """Share this connection's writes with publishing threads (loop thread; once): the

@@ -163,6 +163,7 @@ class Writer:
         self._doors: list[Any] = []
         self._make_door: Callable[[Connection], Door] | None = None
         self._door_sent = 0  # what the doors of lost connections had written
+        self._door_ok = 0  # and the messages acknowledged to tickets their threads settled
         self._published = 0  # messages acknowledged
         self._failed = 0  # publish calls that raised
         #: told of every publish (None: none attached; see :mod:`nsqclient.observer`)
@@ -274,6 +275,7 @@ class Writer:
         if door is not None and door in self._doors:
             self._doors = [d for d in self._doors if d is not door]
             self._door_sent += door.sent  # the facade's stats count every door there was
+            self._door_ok += door.ok
         if conn in self._healthy:
             self._healthy.remove(conn)
         if not self._healthy and self._healthy_event is not None:
@@ -829,7 +831,7 @@ class Writer:
         """
         co = self._coalesce
         return {
-            "published": self._published,
+            "published": self._published + self._door_ok + sum(d.ok for d in self._doors),
             "published_over_http": self.published_over_http,
             "failed": self._failed,
             "resent": self.resent,

@@ -20,6 +20,19 @@ transport's, no pause); otherwise the bytes join the loop's next flush, in order
 that is not plain TCP (TLS, snappy, deflate) gets no door: its bytes pass through objects the
 loop owns.
 
+Reading, too, passes to the threads while they publish (so a publish costs the one wake-up
+its reply causes in the kernel, as a bare socket's ``recv`` does, and the loop thread is not a
+second GIL contender per reply). When the loop completes a blocking publish a thread wrote, it
+pauses its own reading at the end of that read and hands reading to the threads. A waiting
+thread then takes the read baton (a lock, tried without blocking), polls the socket and reads;
+each OK that answers a ticket of this door completes it right there, a heartbeat is answered
+with a NOP written through the door; anything else (an error frame, a reply for the loop's
+own requests, the end of the stream, a damaged frame) goes back to the loop with the rest of
+that read, and the loop reads again. The thread whose ticket is done passes the baton to the
+thread owning the next pending ticket. The loop takes reading back when it sends a command of
+its own, and when no thread has read for ``_IDLE`` seconds (so heartbeats are always
+answered).
+
 A thread gives up on its own clock (the ticket's deadline); a publish sent and unanswered by
 then asks the loop to run the connection's liveness check, which fails what is overdue and
 declares a stuck connection dead, so no timer per publish is needed on either side.
@@ -29,6 +42,7 @@ from __future__ import annotations
 
 import collections
 import os
+import select
 import socket
 import threading
 import time
@@ -36,7 +50,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..aio.connection import ConnectionState
-from ..errors import ConnectionClosedError
+from ..errors import ConnectionClosedError, ProtocolError
+from ..protocol import commands
+from ..protocol.frames import HEARTBEAT, OK
 
 if TYPE_CHECKING:
     from ..aio.connection import Connection
@@ -45,6 +61,16 @@ __all__ = ["ThreadWrites"]
 
 _CONNECTED = ConnectionState.CONNECTED
 _INF = float("inf")
+_QUEUED, _SENT, _DONE = 0, 1, 2  # PublishTicket's states (sync.publish)
+_NOP = commands.nop()
+#: seconds without a thread reading after which the loop reads again (well under nsqd's
+#: heartbeat interval: a heartbeat is answered within this)
+_IDLE = 0.25
+#: after the loop's own command, seconds before reading passes to the threads again
+_LOOP_HOLD = 1.0
+_SLICE = 0.1  # the longest single poll (a waiting thread looks at its deadline in between)
+_READ_SIZE = 64 * 1024
+_POLL_IN = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 
 
 # (tickets not sent: handed back to the loop's path, in order)
@@ -58,12 +84,11 @@ class ThreadWrites:
     ``count``, ``deadline``, ``claim()``, and the connection's ReplyWaiter methods.
     """
 
-    def __init__(
-        self, conn: Connection, spill: Spill, settle: Callable[[int, BaseException | None], None]
-    ) -> None:
+    def __init__(self, conn: Connection, spill: Spill, writer: Any) -> None:
         self._conn = conn
         self._spill = spill
-        self._settle_writer = settle
+        self._writer = writer
+        self._settle_writer = writer._door_done
         transport = conn._transport
         assert transport is not None and conn._loop is not None
         self._transport = transport
@@ -80,6 +105,21 @@ class ThreadWrites:
         self.sent = 0  # tickets written by threads (under the lock)
         self.done = 0  # of those, settled (loop thread only)
         self.withdrawn = 0  # queued, then withdrawn by their thread before a holder wrote them
+        # -- reading by threads --
+        #: threads read the socket (the transport's reading is paused); changed under read_lock
+        self.reading = False
+        self.read_lock = threading.Lock()  # the read baton
+        self._poll = select.poll()
+        self._poll.register(self._sock.fileno(), _POLL_IN)
+        self._rview = memoryview(bytearray(_READ_SIZE))
+        self._switch = False  # loop: pass reading to the threads at the end of this read
+        self._want_loop = False  # the loop asked for reading back while a thread held it
+        self._loop_until = 0.0  # loop: no passing to threads before this (its own traffic)
+        self._last_read = 0.0  # when a thread last read
+        self._idle: Any = None  # the loop's idle timer while threads read
+        self._closing = False  # closed while a thread held the baton: it closes the socket
+        self.ok = 0  # messages acknowledged to tickets the threads completed
+        self.done_threads = 0  # tickets the threads completed (under read_lock)
 
     # -- the loop's locked sections: ``with door:`` --
 
@@ -98,7 +138,7 @@ class ThreadWrites:
     @property
     def outstanding(self) -> int:
         """Tickets written from threads and not yet settled (approximate from a thread)."""
-        return self.sent - self.done
+        return self.sent - self.done - self.done_threads
 
     @property
     def queued(self) -> int:
@@ -140,7 +180,7 @@ class ThreadWrites:
         now = time.monotonic()
         if not pending:
             conn._waiting_since = now
-        settle = self._settle
+        settle, settle_blocking = self._settle, self._settle_blocking
         datas = []
         earliest = conn._next_deadline
         timed = _INF  # the earliest deadline no publishing thread waits for
@@ -149,7 +189,7 @@ class ThreadWrites:
             if not ticket.claim():  # withdrawn (timed out, interrupted, cancelled) meanwhile
                 self.withdrawn += 1
                 continue
-            ticket._on_sent_done = settle
+            ticket._on_sent_done = settle if ticket.future is not None else settle_blocking
             deadline = ticket.deadline
             if deadline < earliest:
                 earliest = deadline
@@ -195,15 +235,249 @@ class ThreadWrites:
         except RuntimeError:  # the loop is closed: nothing left to look at
             pass
 
+    def _write_nop_locked(self) -> None:
+        """Answer a heartbeat a thread read (holding :attr:`lock`): behind the loop's unwritten
+        bytes if there are any, else straight to the socket."""
+        conn = self._conn
+        sock = self._sock
+        if sock is None or conn.state is not _CONNECTED:
+            return
+        if conn._flush_scheduled or conn._wbuf or conn._wrest is not None or (
+            self._transport.get_write_buffer_size()
+        ):
+            conn._wbuf.append(_NOP)
+            if not conn._flush_scheduled:
+                conn._flush_scheduled = True
+                self._loop.call_soon_threadsafe(conn._flush)
+            return
+        try:
+            n = sock.send(_NOP)
+        except OSError:
+            n = 0
+        if n < len(_NOP):
+            conn._wbuf.append(_NOP[n:])
+            conn._flush_scheduled = True
+            self._loop.call_soon_threadsafe(conn._flush)
+
+    def read_for(self, ticket: Any, remaining: float) -> bool:
+        """Read replies in the calling thread until ``ticket`` is done (at most one slice of
+        ``remaining``); False if another thread holds the baton or the loop reads."""
+        lock = self.read_lock
+        if not lock.acquire(blocking=False):
+            return False
+        try:
+            if not self.reading:
+                return False
+            end = time.monotonic() + (remaining if remaining < _SLICE else _SLICE)
+            poll = self._poll.poll
+            while ticket.state != _DONE and self.reading:
+                if self._want_loop:
+                    self._hand_back([])
+                    break
+                wait = end - time.monotonic()
+                if wait <= 0 or not poll(wait * 1000.0 + 1.0):
+                    break  # the slice passed: the caller looks at its deadline
+                self._read_once(ticket)
+        finally:
+            closing = self._closing
+            lock.release()
+            if closing:
+                self._close_socket()
+        self._pass_baton(ticket)
+        return True
+
+    def _read_once(self, me: Any) -> None:
+        """One read by the baton holder: complete what answers this door's tickets."""
+        conn = self._conn
+        sock = self._sock
+        if sock is None:
+            self._hand_back([])
+            return
+        try:
+            n = sock.recv_into(self._rview)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._hand_back([])  # the loop meets the same error and drops the connection
+            return
+        if not n:
+            self._hand_back([])  # the end of the stream: the loop reads it again
+            return
+        now = time.monotonic()
+        self._last_read = now
+        try:
+            events = conn._decoder.feed(self._rview[:n].tobytes())
+        except ProtocolError as exc:
+            self.reading = False
+            self._loop.call_soon_threadsafe(self._damaged, exc)
+            return
+        if not events:
+            return
+        conn._last_read = now
+        done: list[Any] = []
+        lock = self.lock
+        lock.acquire()
+        try:
+            pending = conn._pending
+            ok = 0
+            for i, event in enumerate(events):
+                if event is OK and pending:
+                    head: Any = pending[0][0]
+                    if getattr(head, "_door", None) is self:
+                        pending.popleft()
+                        conn._waiting_since = now
+                        head._on_sent_done = None  # settled here, not by the loop
+                        ok += head.count
+                        done.append(head)
+                        continue
+                elif event is HEARTBEAT:
+                    conn.heartbeats_received += 1
+                    self._write_nop_locked()
+                    continue
+                self._hand_back(events[i:])
+                break
+            self.ok += ok
+            self.done_threads += len(done)
+        finally:
+            lock.release()
+        if self._queue:
+            self.write_queued()  # queued while this thread held the lock
+        for ticket in done:
+            if ticket is me:
+                ticket.error = None
+                ticket.state = _DONE
+            else:
+                ticket.complete(None)  # wakes its thread (or resolves its future)
+        writer = self._writer
+        if writer._idle_waiters or writer._slot_waiters:  # graceful_close, a waiting publish
+            self._loop.call_soon_threadsafe(writer._after_release)
+
+    def _hand_back(self, events: list[Any]) -> None:
+        """Reading goes back to the loop (holding the baton), with what was read for it."""
+        self.reading = False
+        self._want_loop = False
+        try:
+            self._loop.call_soon_threadsafe(self._resume, events)
+        except RuntimeError:  # the loop is closed
+            pass
+
+    def _pass_baton(self, me: Any) -> None:
+        """The next pending reply's thread reads next (if threads still read)."""
+        if not self.reading:
+            return
+        pending = self._conn._pending
+        if not pending:
+            return
+        head: Any = pending[0][0]
+        if head is me or getattr(head, "_door", None) is not self or head.state == _DONE:
+            return
+        waker = head._waker
+        if waker is not None:
+            waker.wake()
+        elif self.read_lock.acquire(blocking=False):  # a pub_nowait: the loop reads for it
+            try:
+                if self.reading:
+                    self._hand_back([])
+            finally:
+                self.read_lock.release()
+
     # -- the loop --
 
     def _settle(self, count: int, error: BaseException | None) -> None:
         self.done += 1
         self._settle_writer(count, error)
 
+    def _settle_blocking(self, count: int, error: BaseException | None) -> None:
+        """The loop completed a blocking publish a thread wrote: threads may read from now."""
+        self.done += 1
+        self._settle_writer(count, error)
+        if error is None and not self.reading:
+            self._switch = True
+
+    def after_read(self) -> None:
+        """The end of one of the loop's reads (Connection.buffer_updated)."""
+        self._switch = False
+        conn = self._conn
+        if (
+            self.reading
+            or conn.state is not _CONNECTED
+            or self._sock is None
+            or self._loop.time() < self._loop_until
+        ):
+            return
+        self._transport.pause_reading()
+        self.reading = True
+        self._last_read = time.monotonic()
+        if self._idle is None:
+            self._idle = self._loop.call_later(_IDLE, self._idle_check)
+
+    def _idle_check(self) -> None:
+        self._idle = None
+        if not self.reading:
+            return
+        if time.monotonic() - self._last_read >= _IDLE and self.read_lock.acquire(blocking=False):
+            try:
+                if self.reading:
+                    self.reading = False
+                    self._resume([])
+            finally:
+                self.read_lock.release()
+            return
+        self._idle = self._loop.call_later(_IDLE, self._idle_check)
+
+    def take_back(self) -> None:
+        """The loop sent a command of its own: it reads its reply (and keeps reading a while)."""
+        self._loop_until = self._loop.time() + _LOOP_HOLD
+        if not self.reading:
+            return
+        if self.read_lock.acquire(blocking=False):
+            try:
+                if self.reading:
+                    self.reading = False
+                    self._resume([])
+            finally:
+                self.read_lock.release()
+        else:
+            self._want_loop = True  # the baton holder hands back after its read
+
+    def _resume(self, events: list[Any]) -> None:
+        """Reading is the loop's again: first what a thread read for it, then the socket."""
+        conn = self._conn
+        if conn.state is ConnectionState.CLOSED:
+            return
+        if events:
+            self._loop_until = self._loop.time() + _LOOP_HOLD
+            conn._dispatch(events)
+        if not self.reading and not _closed(conn):  # (the dispatch may have closed it)
+            self._transport.resume_reading()
+
+    def _damaged(self, error: ProtocolError) -> None:
+        self._conn.abort(error)
+
     def close(self) -> None:
-        """The connection is gone (loop thread, under the lock): no thread writes any more."""
+        """The connection is gone (loop thread, under the lock): no thread writes any more,
+        and none reads (the baton holder closes the socket when it lets go)."""
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        if self.read_lock.acquire(blocking=False):
+            try:
+                self.reading = False
+                self._close_socket()
+            finally:
+                self.read_lock.release()
+        else:
+            self._closing = True
+
+    def _close_socket(self) -> None:
         sock, self._sock = self._sock, None
         if sock is not None:
+            try:
+                self._poll.unregister(sock.fileno())
+            except (KeyError, ValueError, OSError):
+                pass
             sock.close()
 
+
+def _closed(conn: Connection) -> bool:
+    return conn.state is ConnectionState.CLOSED

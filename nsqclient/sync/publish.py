@@ -80,11 +80,15 @@ class PublishTicket:
         """Block until nsqd answered (raising its error) or ``deadline`` passed."""
         waker = self._waker
         assert waker is not None
+        door = self._door
         try:
             while self.state != _DONE:
                 remaining = deadline - time.monotonic()
                 if remaining > 0:
-                    waker.wait(remaining)  # woken, or a slice passed: look again
+                    # read the reply in this thread when threads read (see .door), else wait
+                    # to be woken (or for a slice to pass): look again either way
+                    if door is None or not door.reading or not door.read_for(self, remaining):
+                        waker.wait(remaining)
                 else:
                     # withdraw first, then look: a ticket the loop claimed meanwhile was sent
                     self.cancel()

@@ -101,7 +101,7 @@ class SyncWriter(FacadeLifecycle):
         )
         if not self.config.coalesce:  # coalesced PUBs are joined on the loop
             writer._share_with_threads(
-                partial(ThreadWrites, spill=queue.put_back, settle=writer._door_done)
+                partial(ThreadWrites, spill=queue.put_back, writer=writer)
             )
         return writer, queue
 
