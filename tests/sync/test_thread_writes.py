@@ -210,3 +210,73 @@ def test_a_compressed_connection_is_written_by_the_loop(nsqd: NsqdProcess) -> No
         stats = writer.stats()
     assert stats["written_by_threads"] == 0 and stats["published"] == 20
     assert sorted(drain_bodies(nsqd, topic, 20)) == sorted(b"s%d" % i for i in range(20))
+
+
+def test_heartbeats_are_answered_while_threads_read_and_after(nsqd: NsqdProcess) -> None:
+    """With 1 s heartbeats, threads that publish (and so read the connection themselves) and
+    then fall idle (the loop reads again) keep the connection: nsqd would close it after two
+    unanswered heartbeats."""
+    topic = unique()
+    with SyncWriter([nsqd.tcp_address], heartbeat_interval=1000) as writer:
+        [conn] = writer.aio.connections
+        stop = threading.Event()
+
+        def publisher() -> None:
+            while not stop.is_set():
+                writer.pub(topic, b"x")
+
+        threads = [threading.Thread(target=publisher) for _ in range(4)]
+        for t in threads:
+            t.start()
+        try:
+            seen = conn.heartbeats_received
+            wait_until(lambda: conn.heartbeats_received >= seen + 3, timeout=15,
+                       what="three heartbeats while threads publish")  # fmt: skip
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(10)
+        seen = conn.heartbeats_received
+        wait_until(lambda: conn.heartbeats_received >= seen + 3, timeout=15,
+                   what="three heartbeats while idle")  # fmt: skip
+        writer.pub(topic, b"after")
+        stats = writer.stats()
+        assert stats["connection_losses"] == 0 and stats["written_by_threads"] > 0
+
+
+def test_a_refused_publish_among_sixteen_threads_fails_alone(nsqd_factory: Any) -> None:
+    """nsqd refuses one body (E_BAD_MESSAGE, fatal) while threads read the connection: that
+    publish raises BadMessageError, what was pipelined behind it is sent again, every other
+    publish is acknowledged and stored once."""
+    from nsqclient.errors import BadMessageError
+
+    nsqd = nsqd_factory(extra_args=["--max-msg-size=100"])
+    topic = unique()
+    acked: list[bytes] = []
+    refused: list[BaseException] = []
+    lock = threading.Lock()
+    with SyncWriter([nsqd.tcp_address], **FAST) as writer:
+        writer.pub(topic, b"warm")
+
+        def publisher(i: int) -> None:
+            for j in range(150):
+                body = b"t%d-%d" % (i, j)
+                if i == 0 and j == 75:
+                    try:
+                        writer.pub(topic, b"x" * 200)
+                    except BadMessageError as exc:
+                        with lock:
+                            refused.append(exc)
+                writer.pub(topic, body, timeout=10)
+                with lock:
+                    acked.append(body)
+
+        threads = [threading.Thread(target=publisher, args=(i,)) for i in range(THREADS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads)
+    assert len(refused) == 1 and refused[0].sent is True
+    stored = drain_bodies(nsqd, topic, 1 + len(acked), **FAST)
+    assert sorted(stored) == sorted([b"warm", *acked])
