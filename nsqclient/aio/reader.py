@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -115,7 +116,12 @@ class Reader:
         self._state = ReaderState.NEW
         self._loop: asyncio.AbstractEventLoop | None = None
         self._nodes = NodeSet(
-            checked, self, running=self._running, on_up=self._on_connection_up, log=log
+            checked,
+            self,
+            running=self._running,
+            on_up=self._on_connection_up,
+            log=log,
+            on_loop_end=self.close,
         )
         self._conns = self._nodes.conns  # the same dict: read here, changed by the node set
         self._handlers = HandlerTasks()
@@ -535,3 +541,20 @@ class Reader:
             f"<Reader {self.topic}/{self.channel} {self._state.value} "
             f"conns={len(self._conns)} in_flight={len(self.tracker)}>"
         )
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        # like an unclosed socket's: names the Reader a program left open (shown with -X dev
+        # or -W default::ResourceWarning); a loop that ended with it open closed it (nodes.py)
+        nodes: NodeSet | None = getattr(self, "_nodes", None)
+        state = getattr(self, "_state", ReaderState.NEW)
+        if (
+            nodes is not None
+            and state is not ReaderState.NEW
+            and (state is not ReaderState.CLOSED or nodes.left_open)
+        ):
+            _warn(
+                f"unclosed Reader {self.topic}/{self.channel}: close it (await "
+                "reader.graceful_close(), or async with Reader(...)) before its event loop ends",
+                ResourceWarning,
+                source=self,
+            )

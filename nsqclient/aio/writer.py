@@ -38,7 +38,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Awaitable, Iterable
+import warnings
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Unpack, overload
 
@@ -128,6 +129,7 @@ class Writer:
             on_up=self._on_connection_up,
             log=log,
             prompt_after_error=True,
+            on_loop_end=self.close,
         )
         self._conns = self._nodes.conns  # the same dict: read here, changed by the node set
         self._healthy: list[Connection] = []
@@ -168,15 +170,22 @@ class Writer:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def connect(self) -> None:
+    async def start(self) -> None:
         """Connect to every configured nsqd (each tried once, within ``dial_timeout``).
 
         An nsqd that cannot be reached yet does not make this fail: it is retried in the
         background (capped, jittered backoff; a WARNING names it), and publishes made meanwhile
         wait up to their timeout for a connection, then raise :class:`NoConnectionsError`. So a
         service started before its nsqd comes up by itself. An answer that retrying cannot
-        change (an HTTP port, TLS or AUTH refused) raises here, at once.
+        change (an HTTP port, TLS or AUTH refused) raises here, at once. Idempotent; the first
+        publish starts an unstarted Writer too. The same verb as :meth:`Reader.start
+        <nsqclient.aio.Reader.start>`.
         """
+        await self._start()
+
+    async def connect(self) -> None:
+        """The same as :meth:`start`: the name asyncnsq's and pynsq's writers use, kept for
+        code migrating from them."""
         await self._start()
 
     async def _start(self) -> None:
@@ -230,7 +239,7 @@ class Writer:
             conn.write_held()
 
     async def __aenter__(self) -> Writer:
-        await self.connect()
+        await self._start()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -776,7 +785,7 @@ class Writer:
 
     @property
     def is_started(self) -> bool:
-        """True once :meth:`connect` (or the first publish) has started the Writer."""
+        """True once :meth:`start` (or the first publish) has started the Writer."""
         return self._started
 
     @property
@@ -818,3 +827,16 @@ class Writer:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("connected" if self._started else "new")
         return f"<Writer {state} conns={len(self._healthy)} outstanding={self._outstanding}>"
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        # like an unclosed socket's: names the Writer a program left open (shown with -X dev
+        # or -W default::ResourceWarning); a loop that ended with it open closed it (nodes.py)
+        nodes: NodeSet | None = getattr(self, "_nodes", None)
+        if nodes is not None and self._started and (not self._closed or nodes.left_open):
+            _warn(
+                f"unclosed Writer (nsqd {', '.join(format_address(*a) for a in nodes.addresses)})"
+                ": close it (await writer.close(), or async with Writer(...)) before its event "
+                "loop ends",
+                ResourceWarning,
+                source=self,
+            )
