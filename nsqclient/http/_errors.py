@@ -23,7 +23,6 @@ __all__ = [
     "error_from_transport",
 ]
 
-
 def error_from_transport(exc: httpx.TransportError, url: str) -> HTTPError:
     """The typed error for an httpx failure that produced no response."""
     try:

@@ -236,7 +236,9 @@ def write_shims(folder: str) -> list[Path]:
 EXAMPLE = "--lookupd --tcp-address 127.0.0.1:0 --http-address 127.0.0.1:0 --env-file cluster.env"
 
 
-def main(argv: Sequence[str] | None = None, prog: str | None = None, *, debug: bool = False) -> int:
+def main(
+    argv: Sequence[str] | None = None, prog: str | None = None, *, debug: bool = False
+) -> int:
     """Run the embedded server (or write the PATH shims); ``debug`` prints an error's traceback."""
     args = list(sys.argv[1:] if argv is None else argv)
     prog = prog or _prog()
