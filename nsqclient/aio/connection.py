@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import enum
+import itertools
 import logging
 import ssl
 from collections.abc import Callable, Iterable
@@ -88,6 +89,9 @@ _rdy = commands.rdy_unchecked
 _MAX_WRITE = 1 << 20
 _INF: Final = float("inf")
 _Future = asyncio.Future
+#: connection ids: unique per Connection object in the process, in creation order (``next`` on
+#: a count is atomic under the GIL, so loops on several threads may draw from it)
+_next_id = itertools.count(1).__next__
 
 
 class ConnectionState(enum.Enum):
@@ -168,6 +172,9 @@ class Connection(asyncio.Protocol):
         self.host = host
         self.port = port
         self.address = format_address(host, port)
+        #: unique per connection object in this process (a reconnect is a new one): tells apart
+        #: two connections to one address (through one proxy, or one after the other)
+        self.connection_id: int = _next_id()
         self.config = config
         self.identify_options = identify
         self.owner = owner
@@ -643,6 +650,11 @@ class Connection(asyncio.Protocol):
             loop.call_soon(self._flush)  # type: ignore[union-attr]
 
     @property
+    def buffered_bytes(self) -> int:
+        """Bytes received and not yet decoded: the start of a frame whose rest has not come."""
+        return self._decoder.buffered
+
+    @property
     def pending_requests(self) -> int:
         """How many sent commands still await nsqd's reply (PUB/MPUB/DPUB/SUB/...)."""
         return len(self._pending)
@@ -899,7 +911,9 @@ class Connection(asyncio.Protocol):
         """Counters and state of this connection (a new dict each call): :mod:`nsqclient.stats`."""
         return {
             "address": self.address,
+            "connection_id": self.connection_id,
             "state": self.state.value,
+            "buffered_bytes": self._decoder.buffered,
             "rdy": self.rdy,
             "in_flight": len(self.in_flight),
             "received": self.messages_received,
@@ -910,7 +924,10 @@ class Connection(asyncio.Protocol):
         }
 
     def __repr__(self) -> str:
-        return f"<Connection nsqd={self.address} {self.state.value} rdy={self.rdy}>"
+        return (
+            f"<Connection #{self.connection_id} nsqd={self.address} {self.state.value}"
+            f" rdy={self.rdy}>"
+        )
 
 
 def _reply_after(frame: ErrorFrame, events: list[Event]) -> str | None:

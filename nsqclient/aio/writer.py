@@ -819,7 +819,13 @@ class Writer:
             "reconnects": self._nodes.outages.reconnects,
             "nsqd_down": self._nodes.outages.down,
             "connections": [
-                {"address": c.address, "state": c.state.value, "pending": c.pending_requests}
+                {
+                    "address": c.address,
+                    "connection_id": c.connection_id,
+                    "state": c.state.value,
+                    "pending": c.pending_requests,
+                    "buffered_bytes": c.buffered_bytes,
+                }
                 for c in self._conns.values()
             ],
         }
