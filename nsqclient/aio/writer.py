@@ -101,29 +101,38 @@ class Writer:
         host: str | None = None,
         port: int | None = None,
         config: Config | None = None,
-        _checked: ClientOptions | None = None,
         **options: Unpack[ConfigOptions],
     ) -> None:
-        # ``_checked``: the options checked already (the blocking facade did, in its thread)
-        if _checked is None:
-            # asyncnsq style: host may be "127.0.0.1" or "tcp://127.0.0.1:4150"
-            extra = (
-                [parse_address(host or "127.0.0.1", port or 4150)]
-                if host is not None or port is not None
-                else []
-            )
-            _checked = validate_client_options(
+        # asyncnsq style: host may be "127.0.0.1" or "tcp://127.0.0.1:4150"
+        extra = (
+            [parse_address(host or "127.0.0.1", port or 4150)]
+            if host is not None or port is not None
+            else []
+        )
+        self._init(
+            validate_client_options(
                 Config.from_options(config, **options),
                 nsqd_tcp_addresses=nsqd_tcp_addresses,
                 lookupd_http_addresses=lookupd_http_addresses,
                 http_fallback_addresses=http_fallback_addresses,
                 extra_nsqd=extra,
             )
-        self.config = _checked.config
-        self._ssl_context = _checked.ssl_context
-        self._http_fallback = _checked.http_fallback_addresses
+        )
+
+    @classmethod
+    def _from_checked(cls, checked: ClientOptions) -> Writer:
+        """A Writer of options checked already (the blocking facade checks them in the
+        caller's thread): kept off the public signature."""
+        writer = cls.__new__(cls)
+        writer._init(checked)
+        return writer
+
+    def _init(self, checked: ClientOptions) -> None:
+        self.config = checked.config
+        self._ssl_context = checked.ssl_context
+        self._http_fallback = checked.http_fallback_addresses
         self._nodes = NodeSet(
-            _checked,
+            checked,
             self,
             running=self._accepting,
             on_up=self._on_connection_up,

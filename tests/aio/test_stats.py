@@ -37,7 +37,7 @@ async def test_writer_stats_keys_and_values(small_nsqd: NsqdProcess) -> None:
     check_shape(before, WriterStats)
     assert before["connections"] == [] and before["published"] == 0
     async with asyncio.timeout(DEADLINE):
-        await writer.connect()
+        await writer.start()
         for i in range(3):
             await writer.pub(topic, b"p%d" % i)
         await writer.mpub(topic, [b"m0", b"m1", b"m2", b"m3"])
