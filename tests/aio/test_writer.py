@@ -607,8 +607,15 @@ async def test_publish_nowait_wait_ready_and_stats(nsqd: NsqdProcess, stats: Sta
     snapshot = writer.stats()
     assert snapshot["published"] == 5 and snapshot["failed"] == 0
     assert snapshot["outstanding"] == 0
+    (conn,) = writer.connections
     assert snapshot["connections"] == [
-        {"address": nsqd.tcp_address, "state": "connected", "pending": 0}
+        {
+            "address": nsqd.tcp_address,
+            "connection_id": conn.connection_id,
+            "state": "connected",
+            "pending": 0,
+            "buffered_bytes": 0,
+        }
     ]
     assert "outstanding=0" in repr(writer)
     await writer.close()
