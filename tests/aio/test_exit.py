@@ -20,11 +20,11 @@ from .conftest import DEADLINE, unique
 SCRIPT = Path(__file__).parent / "scripts" / "exit_open.py"
 
 
-def _run_child(kind: str, address: str, topic: str, mode: str) -> str:
+def _run_child(kind: str, address: str, topic: str, mode: str, loop: str = "asyncio") -> str:
     """Run the child under ``-X dev`` (ResourceWarnings and asyncio's debug checks shown);
     return its stderr once it has exited by itself."""
     done = subprocess.run(
-        [sys.executable, "-X", "dev", str(SCRIPT), kind, address, topic, mode],
+        [sys.executable, "-X", "dev", str(SCRIPT), kind, address, topic, mode, loop],
         capture_output=True,
         text=True,
         timeout=DEADLINE,
@@ -72,3 +72,11 @@ def test_exit_with_nsqd_down_and_a_reconnect_pending_is_quiet(kind: str) -> None
     err = _run_child(kind, f"127.0.0.1:{free_port()}", unique(), "down")
     _assert_quiet(err, kind)
     assert "retrying in the background" in err  # the reconnect was indeed pending
+
+
+@pytest.mark.parametrize("kind", ["writer", "reader"])
+def test_exit_under_uvloop_with_the_connection_lost_meanwhile_is_quiet(
+    nsqd: NsqdProcess, kind: str
+) -> None:
+    err = _run_child(kind, nsqd.tcp_address, unique(), "cut", loop="uvloop")
+    _assert_quiet(err, kind)

@@ -1,13 +1,14 @@
 """Child process for the exit tests: an asyncio program whose ``asyncio.run(main())`` ends with
 a Writer or Reader still open.
 
-    python exit_open.py KIND NSQD_TCP TOPIC MODE
+    python exit_open.py KIND NSQD_TCP TOPIC MODE [LOOP]
 
 KIND is ``writer`` or ``reader``. MODE ``up``: nsqd answers (the writer publishes one message
 first, acknowledged). ``down``: nothing listens at NSQD_TCP, so a reconnect task is pending when
 the loop ends. ``cut``: a FaultProxy on the same loop stands between the client and nsqd and
 drops its connections while ``asyncio.run`` cancels every task, so the connection is lost (and
-a reconnect scheduled) after the cancellation began. Prints ``END`` when main() returns.
+a reconnect scheduled) after the cancellation began. LOOP ``uvloop`` runs it with
+``uvloop.run`` (default: ``asyncio.run``). Prints ``END`` when main() returns.
 """
 
 from __future__ import annotations
@@ -48,4 +49,9 @@ async def main(kind: str, address: str, topic: str, mode: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:5]))
+    if sys.argv[5:] == ["uvloop"]:
+        import uvloop
+
+        uvloop.run(main(*sys.argv[1:5]))
+    else:
+        asyncio.run(main(*sys.argv[1:5]))
