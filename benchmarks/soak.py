@@ -187,7 +187,7 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
         await http_client.create_topic(topic)
         await http_client.create_channel(topic, channel)
         writer = Writer([proxy.address], **_CLIENT)
-        await writer.connect()
+        await writer.start()
         reader = Reader(
             topic,
             channel,

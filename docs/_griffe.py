@@ -1,8 +1,9 @@
 """A griffe extension for the API reference (mkdocs.yml, mkdocstrings' ``extensions``).
 
-* Parameters whose name starts with ``_`` belong to the layers, not to users (``_checked``: the
-  options the blocking facade already checked, handed to the core Reader and Writer): they are
-  dropped from the signatures, as mkdocs.yml's ``filters`` drop private members.
+* Parameters whose name starts with ``_`` belong to the layers, not to users: they are dropped
+  from the signatures, as mkdocs.yml's ``filters`` drop private members (a safety net: the
+  public classes have none, tests/test_public_surface.py checks it; the layers hand each other
+  what they need through private constructors such as ``Writer._from_checked``).
 * ``**options`` names none of the options the Readers and Writers take, so their docstrings get
   the list: every :class:`nsqclient.Config` field, linked to its row of docs/configuration.md
   (unit, default, range). The list is read from the dataclass, so it cannot go stale.

@@ -28,6 +28,9 @@ class Responder(Protocol):
     @property
     def address(self) -> str: ...
 
+    @property
+    def connection_id(self) -> int: ...
+
     def message_fin(self, msg: Message) -> None: ...
 
     def message_req(self, msg: Message, delay_ms: int | None, backoff: bool) -> None: ...
@@ -147,6 +150,15 @@ class Message(PynsqMessageNames):
         """``host:port`` of the nsqd that delivered this message."""
         responder = self._responder
         return None if responder is None else responder.address
+
+    @property
+    def connection_id(self) -> int | None:
+        """The id of the connection that delivered this message: the ``connection_id`` of its
+        entry in the Reader's ``stats()["connections"]``. Two connections to one address (two
+        through one proxy, or one after a reconnect) have different ids; a redelivery after a
+        reconnect comes with the new one. None for a message made by hand."""
+        responder = self._responder
+        return None if responder is None else responder.connection_id
 
     def __repr__(self) -> str:
         state = "answered" if self.has_responded else "in flight"

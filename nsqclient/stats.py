@@ -12,10 +12,10 @@ different unit or type. Code that reads stats should therefore index the keys it
 ignore the others (do not assert the exact key set in production code).
 
 Units: every counter is a plain count (``int``) since the object was created (or since a
-connection was made, for the per-connection ones); ``state`` values are the lower-case names of
-:class:`~nsqclient.aio.ReaderState` / :class:`~nsqclient.aio.connection.ConnectionState`. No key
-holds a duration yet; one that does will say its unit in its name (``_seconds``, ``_ms``), as any
-key in bytes will (``_bytes``).
+connection was made, for the per-connection ones); ``connection_id`` is an id, not a count;
+``state`` values are the lower-case names of :class:`~nsqclient.aio.ReaderState` /
+:class:`~nsqclient.aio.connection.ConnectionState`. A key that holds a size or a duration says
+its unit in its name (``_bytes``; ``_seconds``, ``_ms``): ``buffered_bytes`` so far.
 """
 
 from __future__ import annotations
@@ -39,9 +39,18 @@ class ConnectionStats(TypedDict):
 
     address: str
     """``"host:port"`` of the nsqd (``[v6]:port`` for IPv6)."""
+    connection_id: int
+    """Id: a number unique to this connection in the process (a reconnect gets a new one; two
+    connections to one address, e.g. through one proxy, have different ones): what
+    :attr:`Message.connection_id <nsqclient.message.Message.connection_id>` names."""
     state: str
     """``"init"``, ``"connecting"``, ``"connected"``, ``"subscribed"``, ``"closing"`` or
     ``"closed"`` (a :class:`~nsqclient.aio.connection.ConnectionState` value)."""
+    buffered_bytes: int
+    """Bytes: received and not yet decoded, right now: the start of a frame whose rest has not
+    arrived (0 between frames). Bounded by ``frame_size_limit``; a value that stays above 0
+    while no frame completes is a stream out of step, which the connection drops after two
+    heartbeat intervals."""
     rdy: int
     """Count: the last RDY sent on this connection (how many messages nsqd may push unasked)."""
     in_flight: int
@@ -121,11 +130,16 @@ class WriterConnectionStats(TypedDict):
 
     address: str
     """``"host:port"`` of the nsqd (``[v6]:port`` for IPv6)."""
+    connection_id: int
+    """Id: a number unique to this connection in the process (as in :class:`ConnectionStats`)."""
     state: str
     """``"init"``, ``"connecting"``, ``"connected"``, ``"closing"`` or ``"closed"``."""
     pending: int
     """Count: publishes (PUB, MPUB, DPUB) sent on this connection and awaiting nsqd's reply,
     right now."""
+    buffered_bytes: int
+    """Bytes: the start of a reply frame whose rest has not arrived, right now (as in
+    :class:`ConnectionStats`)."""
 
 
 class WriterStats(TypedDict):

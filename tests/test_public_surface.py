@@ -3,6 +3,7 @@ and other clients' names live together in nsqclient.compat (and still work)."""
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 
@@ -17,6 +18,7 @@ import nsqclient.sync
 from nsqclient import ConfigError, Message, NSQError
 from nsqclient.aio import Reader, Writer
 from nsqclient.compat import AsyncnsqReader
+from nsqclient.sync import SyncReader, SyncWriter
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -103,10 +105,48 @@ def test_core_classes_have_one_name_per_thing() -> None:
     for alias in ("subscribe", "connect", "clean_close", "wait_handler_tasks"):
         assert not hasattr(Reader, alias), f"Reader.{alias} belongs in nsqclient.compat"
         assert hasattr(AsyncnsqReader, alias)
-    assert not hasattr(Writer, "start")
+    # one verb starts every client (aiokafka's producer and consumer both ``start()``); the
+    # Writers keep connect() only for code migrating from pynsq and asyncnsq
+    for cls in (Reader, Writer, SyncReader, SyncWriter):
+        assert callable(cls.start), cls
+    for cls in (Writer, SyncWriter):
+        assert ":meth:`start`" in (cls.connect.__doc__ or ""), f"{cls.__name__}.connect: alias"
+    assert not hasattr(SyncReader, "connect")
     for alias in ("finish", "requeue", "enable_async"):
         assert alias not in vars(Message), f"Message.{alias} belongs in nsqclient.compat"
     assert issubclass(Message, nsqclient.compat.PynsqMessageNames)
+
+
+def _public_classes() -> list[type]:
+    found = {}
+    for module in HOMES:
+        for name in sys.modules[module].__all__:
+            obj = getattr(sys.modules[module], name)
+            if inspect.isclass(obj):
+                found[f"{obj.__module__}.{obj.__qualname__}"] = obj
+    return list(found.values())
+
+
+def test_no_public_signature_has_an_underscore_parameter() -> None:
+    """What the layers hand each other (options checked already, a wait already done) goes
+    through private constructors and methods (``Writer._from_checked``), never through an
+    underscore parameter of a public one, which ``help()`` and ``inspect.signature`` show."""
+    leaks = []
+    for cls in _public_classes():
+        members = [("__init__", cls)] + [
+            (name, member)
+            for name, member in inspect.getmembers(cls)
+            if not name.startswith("_") and callable(member)
+        ]
+        for name, member in members:
+            try:
+                signature = inspect.signature(member)
+            except (TypeError, ValueError):  # a builtin without a signature
+                continue
+            leaks += [f"{cls.__name__}.{name}({p})" for p in signature.parameters if p[0] == "_"]
+    assert leaks == []
+    assert "_checked" not in str(inspect.signature(Writer))
+    assert "_checked" not in str(inspect.signature(Reader))
 
 
 class _Recorder:

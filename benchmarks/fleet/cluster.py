@@ -234,7 +234,7 @@ async def paced_publish(
     seq = 0
     writers = [Writer([n.tcp_address]) for n in nsqds]
     for w in writers:
-        await w.connect()
+        await w.start()
     try:
         t0 = time.perf_counter()
         start_unix = time.time()

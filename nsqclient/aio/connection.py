@@ -37,6 +37,7 @@ import asyncio
 import collections
 import enum
 import functools
+import itertools
 import logging
 import ssl
 from collections.abc import Callable, Iterable
@@ -109,6 +110,9 @@ _INF: Final = float("inf")
 #: and four of nsqd's default output buffers.
 _READ_SIZE: Final = 64 * 1024
 _Future = asyncio.Future
+#: connection ids: unique per Connection object in the process, in creation order (``next`` on
+#: a count is atomic under the GIL, so loops on several threads may draw from it)
+_next_id = itertools.count(1).__next__
 
 
 class ConnectionState(enum.Enum):
@@ -219,6 +223,9 @@ class Connection(asyncio.BufferedProtocol):
         self.host = host
         self.port = port
         self.address = format_address(host, port)
+        #: unique per connection object in this process (a reconnect is a new one): tells apart
+        #: two connections to one address (through one proxy, or one after the other)
+        self.connection_id: int = _next_id()
         self.config = config
         self.identify_options = identify
         self.owner = owner
@@ -763,6 +770,11 @@ class Connection(asyncio.BufferedProtocol):
         return self._door
 
     @property
+    def buffered_bytes(self) -> int:
+        """Bytes received and not yet decoded: the start of a frame whose rest has not come."""
+        return self._decoder.buffered
+
+    @property
     def pending_requests(self) -> int:
         """How many sent commands still await nsqd's reply (PUB/MPUB/DPUB/SUB/...)."""
         return len(self._pending)
@@ -1028,7 +1040,9 @@ class Connection(asyncio.BufferedProtocol):
         """Counters and state of this connection (a new dict each call): :mod:`nsqclient.stats`."""
         return {
             "address": self.address,
+            "connection_id": self.connection_id,
             "state": self.state.value,
+            "buffered_bytes": self._decoder.buffered,
             "rdy": self.rdy,
             "in_flight": len(self.in_flight),
             "received": self.messages_received,
@@ -1039,7 +1053,10 @@ class Connection(asyncio.BufferedProtocol):
         }
 
     def __repr__(self) -> str:
-        return f"<Connection nsqd={self.address} {self.state.value} rdy={self.rdy}>"
+        return (
+            f"<Connection #{self.connection_id} nsqd={self.address} {self.state.value}"
+            f" rdy={self.rdy}>"
+        )
 
 
 def _reply_after(frame: ErrorFrame, events: list[Event]) -> str | None:

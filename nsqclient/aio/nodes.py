@@ -15,7 +15,12 @@ and when to try again, live here once:
   ``reconnect_delay`` while publishes wait (:class:`~nsqclient.flow.ReconnectSchedule`); one dial
   per nsqd however many publishes wait, since one task per nsqd does every (re)connect;
 * :class:`~.outages.Outages` says what happened at a bounded rate, and one INFO line marks each
-  connection that comes up (the first time, or as the end of an outage).
+  connection that comes up (the first time, or as the end of an outage);
+* a loop that ends with the client still open (``asyncio.run`` returning before ``close()``)
+  closes it: one idle *watch* task per started set is cancelled with every other task, and
+  closes the owner (``on_loop_end``) before the loop closes. Without it a connection lost while
+  ``asyncio.run`` cancels its tasks would schedule a reconnect task nobody cancels, which the
+  closed loop then destroys pending ("Task was destroyed but it is pending!").
 
 What differs stays with the owner: a consumer's connections SUB before they count as up
 (``channel`` given to :meth:`NodeSet.start`), and the owner hears of each connection up
@@ -29,7 +34,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 from ..addresses import Address
@@ -42,6 +47,10 @@ from .outages import Outages
 
 __all__ = ["NodeSet"]
 
+#: the running watch tasks: a task is only weakly held by its loop, and a watch waits on a
+#: future nothing else holds, so without this one could be collected pending (and warn)
+_watches: set[asyncio.Task[None]] = set()
+
 
 class NodeSet:
     """The nsqd connections of one Reader or Writer (``owner``, which hears from them), keyed by
@@ -51,6 +60,8 @@ class NodeSet:
     to close). ``prompt_after_error``: after a connection ended with an error frame nsqd is up and
     answering, so try once at once before backing off (a Writer, whose refused publishes wait in
     a backlog; a Reader backs off, so that an error its SUB provokes cannot spin).
+    ``on_loop_end``: the owner's immediate close, called (and awaited) when the loop cancels
+    the set's watch task while the owner still runs (see the module's docstring).
     """
 
     def __init__(
@@ -62,6 +73,7 @@ class NodeSet:
         on_up: Callable[[Connection], None],
         log: logging.Logger,
         prompt_after_error: bool = False,
+        on_loop_end: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.options = options
         self._config = options.config
@@ -75,6 +87,10 @@ class NodeSet:
         self._log = log
         self._role = "reader" if options.consumer else "writer"
         self._prompt_after_error = prompt_after_error
+        self._on_loop_end = on_loop_end
+        self._watch: asyncio.Task[None] | None = None
+        #: True once the loop ended while the owner was still open (it was closed for it)
+        self.left_open = False
         self._topic: str | None = None
         self._channel: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -136,6 +152,26 @@ class NodeSet:
                 self.outages.failed(addr, result)
             if addr not in self.conns:
                 self._schedule(addr)
+        if self._on_loop_end is not None and self._watch is None:
+            watch = self._watch = loop.create_task(
+                self._watch_loop(), name=f"nsq-{self._role}-watch"
+            )
+            _watches.add(watch)
+            watch.add_done_callback(_watches.discard)
+
+    async def _watch_loop(self) -> None:
+        """Idle until cancelled. Cancelled by :meth:`stop_discovery` when the owner closes, or
+        with every task of a loop that is ending (``asyncio.run``): then close the owner, so
+        that no task of it outlives the loop and its sockets are closed, not left to the GC."""
+        assert self._loop is not None
+        try:
+            await self._loop.create_future()  # never completed
+        except asyncio.CancelledError:
+            self._watch = None  # the close below must not wait for this task
+            if self._running() and self._on_loop_end is not None:
+                self.left_open = True
+                await self._on_loop_end()  # refuses new tasks at once; awaited: bounded
+            raise
 
     async def _connect(self, addr: Address) -> None:
         if addr in self.conns or addr in self.connecting or not self._running():
@@ -269,6 +305,9 @@ class NodeSet:
         """Stop every pending connect and reconnect now (closing)."""
         for task in (*self._reconnects.values(), *self._attempts):
             task.cancel()
+        watch = self._watch
+        if watch is not None and watch is not asyncio.current_task():
+            watch.cancel()
 
     async def stop_discovery(self) -> None:
         """Stop lookupd polling and every pending connect, and wait until they have ended."""
@@ -276,6 +315,9 @@ class NodeSet:
         if poller is not None:
             await poller.close()
         tasks: list[asyncio.Task[None]] = [*self._reconnects.values(), *self._attempts]
+        watch, self._watch = self._watch, None
+        if watch is not None and watch is not asyncio.current_task():
+            tasks.append(watch)
         for task in tasks:
             task.cancel()
         if tasks:

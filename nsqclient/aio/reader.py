@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -83,11 +84,9 @@ class Reader:
         on_giving_up: GiveUpHook | None = None,
         config: Config | None = None,
         sink: MessageSink | None = None,
-        _checked: ClientOptions | None = None,
         **options: Unpack[ConfigOptions],
     ) -> None:
-        # ``_checked``: the options checked already (the blocking facade did, in its thread)
-        checked = _checked or validate_client_options(
+        checked = validate_client_options(
             Config.from_options(config, **options),
             nsqd_tcp_addresses=nsqd_tcp_addresses,
             lookupd_http_addresses=lookupd_http_addresses,
@@ -95,6 +94,33 @@ class Reader:
             channel=channel,
             consumer=True,
         )
+        self._init(checked, topic, channel, message_handler, on_giving_up, sink)
+
+    @classmethod
+    def _from_checked(
+        cls,
+        checked: ClientOptions,
+        topic: str | None,
+        channel: str | None,
+        *,
+        on_giving_up: GiveUpHook | None = None,
+        sink: MessageSink | None = None,
+    ) -> Reader:
+        """A Reader of options checked already (the blocking facade checks them in the
+        caller's thread): kept off the public signature."""
+        reader = cls.__new__(cls)
+        reader._init(checked, topic, channel, None, on_giving_up, sink)
+        return reader
+
+    def _init(
+        self,
+        checked: ClientOptions,
+        topic: str | None,
+        channel: str | None,
+        message_handler: Handler | None,
+        on_giving_up: GiveUpHook | None,
+        sink: MessageSink | None,
+    ) -> None:
         self.config = checked.config
         self.topic = topic
         self.channel = channel
@@ -115,7 +141,12 @@ class Reader:
         self._state = ReaderState.NEW
         self._loop: asyncio.AbstractEventLoop | None = None
         self._nodes = NodeSet(
-            checked, self, running=self._running, on_up=self._on_connection_up, log=log
+            checked,
+            self,
+            running=self._running,
+            on_up=self._on_connection_up,
+            log=log,
+            on_loop_end=self.close,
         )
         self._conns = self._nodes.conns  # the same dict: read here, changed by the node set
         self._handlers = HandlerTasks()
@@ -437,7 +468,6 @@ class Reader:
         *,
         requeue_in_hand: bool | None = None,
         holders: Callable[[], bool] | None = None,
-        _waited: float = 0.0,
     ) -> None:
         """Stop receiving and hand back everything unfinished; nothing is left to nsqd's timeout.
 
@@ -454,13 +484,19 @@ class Reader:
         ``asyncio.wait_for`` on 3.11, ``gather``); once nobody can, the rest is requeued at
         once. ``requeue_in_hand=True`` requeues everything handed out at once, ``False`` waits
         for it up to ``timeout`` whoever holds it. ``holders`` replaces the task rule (the
-        blocking facade passes "a thread that took messages is still alive"; ``_waited`` is
-        how long it already waited for its threads, so the close's log says the whole wait).
+        blocking facade passes "a thread that took messages is still alive").
 
         Idempotent and safe from any state. Called from a message handler it starts the close
         and returns at once; the close completes once that handler has returned.
         """
-        await self._life.graceful_close(timeout, requeue_in_hand, holders, _waited)
+        await self._life.graceful_close(timeout, requeue_in_hand, holders, 0.0)
+
+    async def _graceful_close_after(
+        self, waited: float, timeout: float | None, holders: Callable[[], bool]
+    ) -> None:
+        """:meth:`graceful_close` for the blocking facade, which already waited ``waited``
+        seconds for its threads (so the close's log says the whole wait)."""
+        await self._life.graceful_close(timeout, None, holders, waited)
 
     def close(self) -> Awaitable[None]:
         """Close at once: best-effort REQ of everything unanswered, then drop the connections.
@@ -535,3 +571,20 @@ class Reader:
             f"<Reader {self.topic}/{self.channel} {self._state.value} "
             f"conns={len(self._conns)} in_flight={len(self.tracker)}>"
         )
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        # like an unclosed socket's: names the Reader a program left open (shown with -X dev
+        # or -W default::ResourceWarning); a loop that ended with it open closed it (nodes.py)
+        nodes: NodeSet | None = getattr(self, "_nodes", None)
+        state = getattr(self, "_state", ReaderState.NEW)
+        if (
+            nodes is not None
+            and state is not ReaderState.NEW
+            and (state is not ReaderState.CLOSED or nodes.left_open)
+        ):
+            _warn(
+                f"unclosed Reader {self.topic}/{self.channel}: close it (await "
+                "reader.graceful_close(), or async with Reader(...)) before its event loop ends",
+                ResourceWarning,
+                source=self,
+            )

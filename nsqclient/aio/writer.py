@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import warnings
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Unpack, overload
@@ -101,34 +102,44 @@ class Writer:
         host: str | None = None,
         port: int | None = None,
         config: Config | None = None,
-        _checked: ClientOptions | None = None,
         **options: Unpack[ConfigOptions],
     ) -> None:
-        # ``_checked``: the options checked already (the blocking facade did, in its thread)
-        if _checked is None:
-            # asyncnsq style: host may be "127.0.0.1" or "tcp://127.0.0.1:4150"
-            extra = (
-                [parse_address(host or "127.0.0.1", port or 4150)]
-                if host is not None or port is not None
-                else []
-            )
-            _checked = validate_client_options(
+        # asyncnsq style: host may be "127.0.0.1" or "tcp://127.0.0.1:4150"
+        extra = (
+            [parse_address(host or "127.0.0.1", port or 4150)]
+            if host is not None or port is not None
+            else []
+        )
+        self._init(
+            validate_client_options(
                 Config.from_options(config, **options),
                 nsqd_tcp_addresses=nsqd_tcp_addresses,
                 lookupd_http_addresses=lookupd_http_addresses,
                 http_fallback_addresses=http_fallback_addresses,
                 extra_nsqd=extra,
             )
-        self.config = _checked.config
-        self._ssl_context = _checked.ssl_context
-        self._http_fallback = _checked.http_fallback_addresses
+        )
+
+    @classmethod
+    def _from_checked(cls, checked: ClientOptions) -> Writer:
+        """A Writer of options checked already (the blocking facade checks them in the
+        caller's thread): kept off the public signature."""
+        writer = cls.__new__(cls)
+        writer._init(checked)
+        return writer
+
+    def _init(self, checked: ClientOptions) -> None:
+        self.config = checked.config
+        self._ssl_context = checked.ssl_context
+        self._http_fallback = checked.http_fallback_addresses
         self._nodes = NodeSet(
-            _checked,
+            checked,
             self,
             running=self._accepting,
             on_up=self._on_connection_up,
             log=log,
             prompt_after_error=True,
+            on_loop_end=self.close,
         )
         self._conns = self._nodes.conns  # the same dict: read here, changed by the node set
         self._healthy: list[Connection] = []
@@ -176,15 +187,22 @@ class Writer:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def connect(self) -> None:
+    async def start(self) -> None:
         """Connect to every configured nsqd (each tried once, within ``dial_timeout``).
 
         An nsqd that cannot be reached yet does not make this fail: it is retried in the
         background (capped, jittered backoff; a WARNING names it), and publishes made meanwhile
         wait up to their timeout for a connection, then raise :class:`NoConnectionsError`. So a
         service started before its nsqd comes up by itself. An answer that retrying cannot
-        change (an HTTP port, TLS or AUTH refused) raises here, at once.
+        change (an HTTP port, TLS or AUTH refused) raises here, at once. Idempotent; the first
+        publish starts an unstarted Writer too. The same verb as :meth:`Reader.start
+        <nsqclient.aio.Reader.start>`.
         """
+        await self._start()
+
+    async def connect(self) -> None:
+        """The same as :meth:`start`: the name asyncnsq's and pynsq's writers use, kept for
+        code migrating from them."""
         await self._start()
 
     async def _start(self) -> None:
@@ -238,7 +256,7 @@ class Writer:
             conn.write_held()
 
     async def __aenter__(self) -> Writer:
-        await self.connect()
+        await self._start()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -810,7 +828,7 @@ class Writer:
 
     @property
     def is_started(self) -> bool:
-        """True once :meth:`connect` (or the first publish) has started the Writer."""
+        """True once :meth:`start` (or the first publish) has started the Writer."""
         return self._started
 
     @property
@@ -844,7 +862,13 @@ class Writer:
             "reconnects": self._nodes.outages.reconnects,
             "nsqd_down": self._nodes.outages.down,
             "connections": [
-                {"address": c.address, "state": c.state.value, "pending": c.pending_requests}
+                {
+                    "address": c.address,
+                    "connection_id": c.connection_id,
+                    "state": c.state.value,
+                    "pending": c.pending_requests,
+                    "buffered_bytes": c.buffered_bytes,
+                }
                 for c in self._conns.values()
             ],
         }
@@ -852,3 +876,16 @@ class Writer:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("connected" if self._started else "new")
         return f"<Writer {state} conns={len(self._healthy)} outstanding={self._outstanding}>"
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        # like an unclosed socket's: names the Writer a program left open (shown with -X dev
+        # or -W default::ResourceWarning); a loop that ended with it open closed it (nodes.py)
+        nodes: NodeSet | None = getattr(self, "_nodes", None)
+        if nodes is not None and self._started and (not self._closed or nodes.left_open):
+            _warn(
+                f"unclosed Writer (nsqd {', '.join(format_address(*a) for a in nodes.addresses)})"
+                ": close it (await writer.close(), or async with Writer(...)) before its event "
+                "loop ends",
+                ResourceWarning,
+                source=self,
+            )

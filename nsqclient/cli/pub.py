@@ -197,7 +197,7 @@ async def pub(args: argparse.Namespace, stop: Stop) -> int:
             await _common.check_lookupds(args, addrs["lookupd_http"])
         else:
             await _common.require_reachable(addrs["nsqd_tcp"], config.sec.dial_timeout)
-        await writer.connect()
+        await writer.start()
         batch_bytes = 0
         room = config.max_body_size - 4  # an MPUB body: a count, then 4 + len per message
         async for body in bodies(args, stop, skipped):

@@ -82,5 +82,5 @@ async def create_writer(
         writer = Writer(nsqd_tcp_addresses, **options)
     else:
         writer = Writer(host=host, port=port, **options)
-    await writer.connect()
+    await writer.start()
     return writer

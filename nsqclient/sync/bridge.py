@@ -113,6 +113,10 @@ class ThreadResponder:
     def address(self) -> str:
         return str(self.conn.address)
 
+    @property
+    def connection_id(self) -> int:
+        return int(self.conn.connection_id)
+
     def message_fin(self, msg: Message) -> None:
         # the hot path of ``for msg in reader: msg.fin()``, so ``submit`` is inlined
         batcher = self._batcher

@@ -117,12 +117,8 @@ class SyncReader(FacadeLifecycle):
     def _core_reader(self, sink: ThreadSink | None) -> Reader:
         from ..aio.reader import Reader
 
-        return Reader(
-            self.topic,
-            self.channel,
-            on_giving_up=self._on_giving_up,
-            sink=sink,
-            _checked=self._checked,
+        return Reader._from_checked(
+            self._checked, self.topic, self.channel, on_giving_up=self._on_giving_up, sink=sink
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -200,7 +196,7 @@ class SyncReader(FacadeLifecycle):
             remaining = max(0.0, deadline - time.monotonic())
             waited = time.monotonic() - started
             self._life.exit(
-                lambda: self._reader.graceful_close(remaining, holders=holders, _waited=waited),
+                lambda: self._reader._graceful_close_after(waited, remaining, holders),
                 remaining + 10 + _GRACE,
             )
         finally:

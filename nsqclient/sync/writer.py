@@ -95,7 +95,7 @@ class SyncWriter(FacadeLifecycle):
     async def _setup(self) -> tuple[Writer, PublishQueue]:
         from ..aio.writer import Writer
 
-        writer = Writer(_checked=self._checked)
+        writer = Writer._from_checked(self._checked)
         queue = PublishQueue(
             self._max_queued, writer._publish_to, writer.wait_ready, writer._publish_done
         )
@@ -273,18 +273,25 @@ class SyncWriter(FacadeLifecycle):
         cfg = self.config
         return cfg.sec.dial_timeout + cfg.sec.read_timeout + _GRACE
 
-    def connect(self, timeout: float | None = None) -> None:
-        """Connect now instead of on the first publish (surfaces bad addresses early)."""
+    def start(self, timeout: float | None = None) -> None:
+        """Connect now instead of on the first publish (surfaces bad addresses early); done
+        for you in ``with``. The same verb as :meth:`SyncReader.start
+        <nsqclient.sync.SyncReader.start>` and the asyncio Writer's ``start()``."""
         self._check()
-        self._portal.check_not_in_loop("SyncWriter.connect")
+        self._portal.check_not_in_loop("SyncWriter.start")
         limit = self._connect_timeout() if timeout is None else timeout
         if not self._life.entered:
-            self._life.enter(self._writer.connect, limit)
+            self._life.enter(self._writer.start, limit)
         else:
-            self._portal.call(self._writer.connect(), limit)
+            self._portal.call(self._writer.start(), limit)
+
+    def connect(self, timeout: float | None = None) -> None:
+        """The same as :meth:`start`: the name pynsq's and asyncnsq's writers use, kept for
+        code migrating from them."""
+        self.start(timeout)
 
     def _open(self) -> None:
-        self.connect()
+        self.start()
 
     def graceful_close(self, timeout: float | None = None) -> None:
         """Publish what is queued and wait for every acknowledgement, then close.

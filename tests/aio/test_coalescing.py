@@ -157,7 +157,7 @@ async def test_closing_sends_open_batches_at_once(
     """With the longest ``linger`` (1 s), closing does not wait for it: what is queued goes."""
     topic = unique()
     w = Writer([nsqd.tcp_address], coalesce=True, linger=1000)
-    await w.connect()
+    await w.start()
     tasks = [asyncio.create_task(w.pub(topic, b"c%d" % i)) for i in range(10)]
     await asyncio.sleep(0)  # the tasks queued their PUBs; linger holds them
     assert w.outstanding == 10 and w.stats()["coalesced_batches"] == 0

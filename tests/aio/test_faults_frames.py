@@ -152,7 +152,7 @@ async def test_writer_frame_above_the_size_bound_is_refused_unbuffered(
         with pytest.raises(ConnectionClosedError) as info:
             await asyncio.wait_for(writer.pub(unique(), b"y"), DEADLINE)
         assert any(isinstance(e, FrameTooLargeError) for e in cause_chain(info.value))
-        assert first._decoder.buffered < 10_000
+        assert first.buffered_bytes < 10_000
         await wait_replaced(lambda: writer.connections, first)
 
 

@@ -104,7 +104,7 @@ async def test_writer_close_during_a_stall_is_bounded(
     nsq_fault_proxy: FaultProxy, how: str
 ) -> None:
     writer = Writer([nsq_fault_proxy.address], **FAST_CLIENT, close_timeout=1000)
-    await writer.connect()
+    await writer.start()
     await writer.pub(unique(), b"before")
     loop = asyncio.get_running_loop()
     with nsq_fault_proxy.stall():

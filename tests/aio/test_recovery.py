@@ -48,7 +48,7 @@ def dials(proxy: FaultProxy) -> int:
 
 async def writer_through(proxy: FaultProxy, **options: Any) -> Writer:
     writer = Writer([proxy.address], **options)
-    await asyncio.wait_for(writer.connect(), DEADLINE)
+    await asyncio.wait_for(writer.start(), DEADLINE)
     await wait_for(lambda: writer.connections, what="the writer's connection")
     return writer
 
@@ -165,7 +165,7 @@ async def test_after_a_30s_outage_publishes_recover_within_1s_and_a_reader_withi
 
     async with asyncio.timeout(120):
         await reader.start()
-        await writer.connect()
+        await writer.start()
         await writer.pub(topic, b"warm up")
         await wait_for(lambda: got, what="the first message")
         await asyncio.to_thread(nsqd.kill)

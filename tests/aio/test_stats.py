@@ -37,7 +37,7 @@ async def test_writer_stats_keys_and_values(small_nsqd: NsqdProcess) -> None:
     check_shape(before, WriterStats)
     assert before["connections"] == [] and before["published"] == 0
     async with asyncio.timeout(DEADLINE):
-        await writer.connect()
+        await writer.start()
         for i in range(3):
             await writer.pub(topic, b"p%d" % i)
         await writer.mpub(topic, [b"m0", b"m1", b"m2", b"m3"])
@@ -47,6 +47,7 @@ async def test_writer_stats_keys_and_values(small_nsqd: NsqdProcess) -> None:
         await wait_for(lambda: writer.stats()["reconnects"] == 1, what="the reconnect")
         await writer.pub(topic, b"after")
         stats = writer.stats()
+        (conn,) = writer.connections
         await writer.close()
     check_shape(stats, WriterStats)
     assert stats == {
@@ -62,7 +63,15 @@ async def test_writer_stats_keys_and_values(small_nsqd: NsqdProcess) -> None:
         "connection_losses": 1,
         "reconnects": 1,
         "nsqd_down": [],
-        "connections": [{"address": small_nsqd.tcp_address, "state": "connected", "pending": 0}],
+        "connections": [
+            {
+                "address": small_nsqd.tcp_address,
+                "connection_id": conn.connection_id,  # the one after the reconnect
+                "state": "connected",
+                "pending": 0,
+                "buffered_bytes": 0,
+            }
+        ],
     }
     after = writer.stats()
     check_shape(after, WriterStats)
@@ -108,7 +117,9 @@ async def test_reader_and_connection_stats_keys_and_values(
     heartbeats = conn_stats["heartbeats_received"]  # timing-dependent: only its type is exact
     assert conn_stats == {
         "address": nsqd.tcp_address,
+        "connection_id": conn.connection_id,
         "state": "subscribed",
+        "buffered_bytes": 0,
         "rdy": 9,
         "in_flight": 0,
         "received": 9,

@@ -187,14 +187,14 @@ async def test_idle_writer_answers_heartbeats(nsqd: NsqdProcess, stats: Stats) -
 
 
 async def test_no_nsqd_reachable(nsqd_factory: Any, stats: Stats) -> None:
-    """The startup rule: connect() does not fail while nsqd is not up yet (it is retried in the
+    """The startup rule: start() does not fail while nsqd is not up yet (it is retried in the
     background); a publish waits up to its timeout, then raises NoConnectionsError (a
     TransportError); once nsqd appears, publishing works without anything being done."""
     port = free_port()
     topic = unique()
     writer = Writer([f"127.0.0.1:{port}"], **FAST_RECONNECT)
     try:
-        await writer.connect()
+        await writer.start()
         assert writer.is_started and not writer.is_closed and writer.connections == []
 
         with pytest.raises(NoConnectionsError) as info:
@@ -231,7 +231,7 @@ async def test_writer_started_before_its_nsqd_comes_up_by_itself(
     nsqd.stop()
     writer = Writer([nsqd.tcp_address], **FAST_RECONNECT)
     try:
-        await writer.connect()
+        await writer.start()
         nsqd.start()
         topic = unique()
         await writer.pub(topic, b"x", timeout=DEADLINE)
@@ -293,12 +293,12 @@ async def test_writer_over_tls_with_auth_and_compression(
     assert await stats.message_count(nsqd_tls_auth, topic) == 3
 
     with pytest.raises(ServerAuthError):
-        await Writer(nsqd_tls_auth.tcp_address, auth_secret="wrong", **options).connect()
+        await Writer(nsqd_tls_auth.tcp_address, auth_secret="wrong", **options).start()
     with pytest.raises(AuthRequiredError):
-        await Writer(nsqd_tls_auth.tcp_address, **options).connect()
+        await Writer(nsqd_tls_auth.tcp_address, **options).start()
     wrong_ca = {**options, "tls_ca_file": str(tls_certs.other_ca_cert)}
     with pytest.raises(TLSError):
-        await Writer(nsqd_tls_auth.tcp_address, auth_secret="s3cret", **wrong_ca).connect()
+        await Writer(nsqd_tls_auth.tcp_address, auth_secret="s3cret", **wrong_ca).start()
 
 
 # ---------------------------------------------------------------- several nsqd
@@ -471,7 +471,7 @@ async def _pending_on_frozen(writer: Writer, topic: str, count: int) -> list[asy
 @pytest.mark.parametrize("await_close", [False, True])
 async def test_close_fails_pending_publishes_at_once(nsqd: NsqdProcess, await_close: bool) -> None:
     writer = Writer([nsqd.tcp_address])
-    await writer.connect()
+    await writer.start()
     conn = only_connection(writer)
     with frozen(nsqd):
         tasks = await _pending_on_frozen(writer, unique(), 10)
@@ -490,7 +490,7 @@ async def test_close_fails_pending_publishes_at_once(nsqd: NsqdProcess, await_cl
 async def test_close_fails_pending_publishes_even_with_unsent_bytes(nsqd: NsqdProcess) -> None:
     """Unsent bytes make the transport linger until nsqd reads them; the publishes must not."""
     writer = Writer([nsqd.tcp_address], write_timeout=60_000)  # no rescue by the write timeout
-    await writer.connect()
+    await writer.start()
     conn = only_connection(writer)
     body = bytes(1_000_000)
     with frozen(nsqd):
@@ -505,7 +505,7 @@ async def test_close_fails_pending_publishes_even_with_unsent_bytes(nsqd: NsqdPr
 async def test_graceful_close_waits_for_outstanding_acks(nsqd: NsqdProcess, stats: Stats) -> None:
     topic = unique()
     writer = Writer([nsqd.tcp_address])
-    await writer.connect()
+    await writer.start()
     with frozen(nsqd):
         tasks = await _pending_on_frozen(writer, topic, 10)
         closing = asyncio.create_task(writer.graceful_close(timeout=30))
@@ -524,7 +524,7 @@ async def test_graceful_close_with_callers_waiting_for_a_slot(
     """The sent publishes are acknowledged; the ones not sent yet are refused; no stall."""
     topic = unique()
     writer = Writer([nsqd.tcp_address], max_pending_publishes=2)
-    await writer.connect()
+    await writer.start()
     with frozen(nsqd):
         tasks = [asyncio.create_task(writer.pub(topic, b"%d" % i, timeout=30)) for i in range(6)]
         await wait_for(lambda: len(writer._slot_waiters) == 4, what="4 callers waiting")
@@ -548,7 +548,7 @@ async def test_async_context_manager(nsqd: NsqdProcess, stats: Stats) -> None:
     with pytest.raises(ClosedError):
         await writer.pub(topic, b"y")
     with pytest.raises(ClosedError):
-        await writer.connect()
+        await writer.start()
     assert await stats.message_count(nsqd, topic) == 1
 
 
@@ -607,8 +607,15 @@ async def test_publish_nowait_wait_ready_and_stats(nsqd: NsqdProcess, stats: Sta
     snapshot = writer.stats()
     assert snapshot["published"] == 5 and snapshot["failed"] == 0
     assert snapshot["outstanding"] == 0
+    (conn,) = writer.connections
     assert snapshot["connections"] == [
-        {"address": nsqd.tcp_address, "state": "connected", "pending": 0}
+        {
+            "address": nsqd.tcp_address,
+            "connection_id": conn.connection_id,
+            "state": "connected",
+            "pending": 0,
+            "buffered_bytes": 0,
+        }
     ]
     assert "outstanding=0" in repr(writer)
     await writer.close()

@@ -89,7 +89,7 @@ async def test_with_neither_way_up_a_publish_raises_a_typed_error_in_time() -> N
         **FAST_RECONNECT,
     )
     try:
-        await writer.connect()
+        await writer.start()
         with pytest.raises(NoConnectionsError, match="HTTP fallback"):
             await asyncio.wait_for(writer.pub(unique(), b"x"), 10)
         assert writer.stats()["failed"] == 1 and writer.stats()["published"] == 0
@@ -101,7 +101,7 @@ async def test_with_neither_way_up_a_publish_raises_a_typed_error_in_time() -> N
 async def test_graceful_close_waits_for_http_publishes(nsqd: Any, stats: Stats) -> None:
     topic = unique()
     writer = Writer([nowhere()], http_fallback_addresses=[nsqd.http_address], **FAST_RECONNECT)
-    await writer.connect()
+    await writer.start()
     futures = [writer.publish_nowait(commands.pub(topic, b"%d" % i)) for i in range(20)]
     assert all(f is not None for f in futures)
     await writer.graceful_close()

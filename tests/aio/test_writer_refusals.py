@@ -128,7 +128,7 @@ async def test_an_http_port_is_named_as_such(nsqd: NsqdProcess) -> None:
     """nsqd's HTTP port answers 'HTTP/1.1 400': a WrongPortError saying so, not a frame size."""
     writer = Writer([nsqd.http_address])
     with pytest.raises(WrongPortError) as info:
-        await asyncio.wait_for(writer.connect(), DEADLINE)
+        await asyncio.wait_for(writer.start(), DEADLINE)
     assert isinstance(info.value, ConnectError)
     text = str(info.value)
     assert "HTTP port" in text and "4150" in text and "max_msg_size" not in text
@@ -142,7 +142,7 @@ async def test_nsqlookupds_tcp_port_is_named_as_such(nsqlookupd: Any) -> None:
 
     writer = Writer([nsqlookupd.tcp_address])
     with pytest.raises(WrongPortError) as info:
-        await asyncio.wait_for(writer.connect(), DEADLINE)
+        await asyncio.wait_for(writer.start(), DEADLINE)
     text = str(info.value)
     assert "nsqlookupd's TCP port" in text and "4150" in text and "4161" in text
     await writer.close()
@@ -236,7 +236,7 @@ async def test_a_tls_required_nsqd_says_to_set_tls_v1(nsqd_tls_required: NsqdPro
 async def test_auth_failed_says_the_auth_server_may_be_down(nsqd_auth: NsqdProcess) -> None:
     writer = Writer([nsqd_auth.tcp_address], auth_secret="not-a-known-secret")
     with pytest.raises(ServerAuthError, match="auth server") as info:
-        await asyncio.wait_for(writer.connect(), DEADLINE)  # refused: not retried forever
+        await asyncio.wait_for(writer.start(), DEADLINE)  # refused: not retried forever
     assert "unreachable" in str(info.value) and info.value.code == "E_AUTH_FAILED"
     await writer.close()
 

@@ -61,8 +61,9 @@ def test_every_stats_typeddict_has_a_table_with_its_keys_and_types() -> None:
 
 
 def test_every_key_has_a_docstring_with_its_unit_or_kind() -> None:
-    """Each key's docstring exists (griffe reads them for the API reference) and counters say
-    "Count:"; the source is the reference, so read it the way griffe does."""
+    """Each key's docstring exists (griffe reads them for the API reference) and every int key
+    says what it is: "Count:", "Bytes:" or "Id:"; the source is the reference, so read it the
+    way griffe does."""
     import griffe
 
     module = griffe.load("nsqclient.stats", search_paths=[str(PAGE.parents[1])])
@@ -74,7 +75,7 @@ def test_every_key_has_a_docstring_with_its_unit_or_kind() -> None:
             doc = cls.members[key].docstring
             assert doc is not None and doc.value.strip(), f"{name}.{key} has no docstring"
             if hint is int:
-                assert doc.value.startswith("Count:"), f"{name}.{key}: say its unit"
+                assert doc.value.startswith(("Count:", "Bytes:", "Id:")), f"{name}.{key}: unit?"
 
 
 def test_the_types_have_one_home() -> None:

@@ -15,9 +15,10 @@ from nsqclient.sync import SyncReader, SyncWriter
 from nsqclient.testing.daemons import NsqdProcess
 from tests.support import wait_until
 
-from .support import DEADLINE, channel_stats, collect, unique
+from .support import DEADLINE, channel_stats, collect, topic_stats, unique
 
 SCRIPT = Path(__file__).parent / "scripts" / "hold_messages.py"
+EXIT_SCRIPT = Path(__file__).parent / "scripts" / "exit_open.py"
 # the test reader asks nsqd for a long msg_timeout: "at once" must not be nsqd's timeout
 LONG_MSG_TIMEOUT_MS = 600_000
 
@@ -189,3 +190,28 @@ def test_graceful_close_from_another_thread_while_iterating(nsqd: NsqdProcess) -
     stats = channel_stats(nsqd, topic, "c")
     assert stats is not None and stats["in_flight_count"] == 0
     assert stats["depth"] == 9  # one FIN'd by the holder, the rest requeued
+
+
+def test_exit_with_open_objects_is_quiet_and_acknowledges_every_publish(
+    nsqd: NsqdProcess,
+) -> None:
+    """Queued publishes (``pub_nowait``) and an open reader at interpreter exit: every publish
+    is stored, and nothing at all is printed on stderr (``-W default`` shows ResourceWarnings
+    and every other warning once)."""
+    topic = unique()
+    count = 500
+    done = subprocess.run(
+        [sys.executable, "-W", "default", str(EXIT_SCRIPT), nsqd.tcp_address, topic, str(count)],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "END\n"
+    assert done.stderr == ""
+    stats = topic_stats(nsqd, topic)
+    assert stats is not None and stats["message_count"] == count
+    wait_until(  # the reader was subscribed, and closed with the process
+        lambda: (c := channel_stats(nsqd, topic + "-in", "c")) and c["client_count"] == 0,
+        what="the reader's channel without clients",
+    )

@@ -36,7 +36,15 @@ def test_sync_writer_stats_keys_and_values(nsqd: NsqdProcess) -> None:
         "connection_losses": 0,
         "reconnects": 0,
         "nsqd_down": [],
-        "connections": [{"address": nsqd.tcp_address, "state": "connected", "pending": 0}],
+        "connections": [
+            {
+                "address": nsqd.tcp_address,
+                "connection_id": stats["connections"][0]["connection_id"],
+                "state": "connected",
+                "pending": 0,
+                "buffered_bytes": 0,
+            }
+        ],
         "queued": 0,
         "written_by_threads": 5,  # every publish: the calling thread wrote it (plain TCP)
     }
@@ -49,8 +57,10 @@ def test_sync_reader_stats_keys_and_values(nsqd: NsqdProcess) -> None:
     with SyncWriter([nsqd.tcp_address]) as writer:
         writer.mpub(topic, [b"fin0", b"fin1", b"req", b"fin2"])
     reader = SyncReader(topic, channel, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=4)
+    came_on = set()
     try:
         for n, msg in enumerate(reader, 1):
+            came_on.add(msg.connection_id)  # through the thread bridge's stand-in
             if msg.body == b"req":
                 msg.req(60_000, backoff=False)
             else:
@@ -72,9 +82,12 @@ def test_sync_reader_stats_keys_and_values(nsqd: NsqdProcess) -> None:
     check_shape(stats, SyncReaderStats)
     (conn,) = stats["connections"]
     check_shape(conn, ConnectionStats)
+    assert came_on == {conn["connection_id"]}
     assert {k: v for k, v in conn.items() if k != "heartbeats_received"} == {
         "address": nsqd.tcp_address,
+        "connection_id": conn["connection_id"],
         "state": "subscribed",
+        "buffered_bytes": 0,
         "rdy": 4,
         "in_flight": 0,
         "received": 4,
