@@ -92,10 +92,22 @@ _local = threading.local()
 
 def thread_waker() -> Waker:
     """The calling thread's :class:`Waker` (made on first use, and anew in a forked child)."""
-    waker: Waker | None = getattr(_local, "waker", None)
-    if waker is None or waker.pid != os.getpid():
-        waker = _local.waker = Waker()  # an inherited one stays the parent's (never closed here)
-    return waker
+    try:
+        return _local.waker  # type: ignore[no-any-return]
+    except AttributeError:
+        waker = _local.waker = Waker()
+        return waker
+
+
+def _after_fork_in_child() -> None:
+    """The inherited wakers are the parent's socket pairs: a child's threads get new ones.
+    (os.getpid() per publish would be a system call: glibc no longer caches it.)"""
+    global _local
+    _local = threading.local()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class WakingSelector(selectors.DefaultSelector):

@@ -119,7 +119,7 @@ class SyncWriter(FacadeLifecycle):
         timeout: float | None,
         future: concurrent.futures.Future[None] | None = None,
     ) -> PublishTicket:
-        self._check()
+        # the caller checked the object already (``_core()``, for the encoding's size limits)
         self._portal.check_not_in_loop("SyncWriter publishing")
         if timeout is None:
             limit = self._publish_timeout
@@ -135,7 +135,12 @@ class SyncWriter(FacadeLifecycle):
             else:
                 self._rr = rr = (self._rr + 1) % n
                 door = doors[rr]
-            if self._writer.outstanding < self._max_pending:
+            writer = self._writer
+            if len(doors) == 1:  # Writer.outstanding, spelled out for the one door
+                outstanding = writer._outstanding + door.sent - door.done - door.done_threads
+            else:
+                outstanding = writer.outstanding
+            if outstanding < self._max_pending:
                 ticket._door = door
                 door.submit(ticket)
                 return ticket

@@ -1,0 +1,33 @@
+"""benchmarks/blocking.py runs end to end against real nsqd: the floor, SyncWriter (plain,
+coalesced, pub_nowait) and the asyncio Writer, each case in its own process, with ratios to
+the floor in the table, and the ``--before`` cases against another checkout's nsqclient."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(240)
+def test_the_blocking_benchmark_measures_every_case_against_its_floor(tmp_path: Path) -> None:
+    out = tmp_path / "rows.json"
+    cases = "floor-1,floor-16,sync-1,sync-16,sync-16-coalesce,sync-16-nowait,aio-256"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.blocking", "--rounds", "1", "--messages", "1600",
+         "--cases", cases, "--before", str(ROOT), "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=230,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = {r["case"]: r for r in json.loads(out.read_text())}
+    assert set(cases.split(",")) <= set(rows)
+    assert {"sync-1 (before)", "sync-16 (before)"} <= set(rows)
+    for row in rows.values():
+        assert row["msg_per_s"] > 0 and row["cpu_us"] > 0 and row["cs"] >= 0
+    assert "| SyncWriter.pub, 16 threads | " in done.stdout
+    assert "x floor" in done.stdout
