@@ -72,7 +72,14 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..stats import ConnectionStats
 
-__all__ = ["Connection", "ConnectionOwner", "ConnectionState", "Pending", "close_all"]
+__all__ = [
+    "CLOSE_FLOOR",
+    "Connection",
+    "ConnectionOwner",
+    "ConnectionState",
+    "Pending",
+    "close_all",
+]
 
 log = logging.getLogger("nsqclient.connection")
 
@@ -87,6 +94,9 @@ _rdy = commands.rdy_unchecked
 #: following pause_writing/resume_writing.
 _MAX_WRITE = 1 << 20
 _INF: Final = float("inf")
+#: seconds a graceful close keeps for its last steps (CLS, closing) even when its timeout ran
+#: out, so that timeout 0 still closes a healthy connection politely; within the stated margin
+CLOSE_FLOOR: Final = 0.25
 _Future = asyncio.Future
 
 
@@ -710,7 +720,9 @@ class Connection(asyncio.Protocol):
             self._arm(deadline)
         if not self._pending:
             self._waiting_since = self._loop.time()
-        self._pending.append((self._loop.create_future(), deadline, b""))
+        placeholder = self._loop.create_future()  # CLOSE_WAIT's slot; a timeout is False here
+        placeholder.add_done_callback(_retrieve)
+        self._pending.append((placeholder, deadline, b""))
         self._write(commands.cls())
         try:
             async with asyncio.timeout(timeout):
@@ -930,15 +942,22 @@ def _reply_after(frame: ErrorFrame, events: list[Event]) -> str | None:
     return None
 
 
+def _retrieve(fut: asyncio.Future[bytes]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 async def close_all(conns: Iterable[Connection], timeout: float) -> None:
-    """Close connections (queued writes are flushed first) and wait for each, aborting any that
-    has not closed within ``timeout`` seconds (a peer that stopped reading)."""
+    """Close connections (queued writes are flushed first) and wait for them, aborting any that
+    has not closed within ``timeout`` seconds (a peer that stopped reading): one deadline for
+    all, so that many stuck connections take no longer than one."""
     conns = list(conns)
     for conn in conns:
         conn.close()
+    deadline = asyncio.get_running_loop().time() + timeout
     for conn in conns:
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(deadline):
                 await conn.wait_closed()
         except TimeoutError:
             conn.abort()
