@@ -11,8 +11,9 @@ behind a :class:`~nsqclient.testing.FaultProxy` doing one of :data:`FAULTS`:
 * ``blackholed``: the TCP connect succeeds but nothing is ever forwarded (a stall before the
   handshake: what a dropped route or a hung nsqd looks like); the client never connected;
 * ``stalled``: the client is connected, then nothing more is forwarded either way;
-* ``slowed``: the client is connected, then both ways trickle at 8 bytes/s (every read gets a
-  byte in time, so only a whole-call deadline ends the call);
+* ``slowed``: the client is connected, then both ways trickle at 8 bytes/s;
+* ``trickling``: the client is connected, then answers come at 8 bytes/s while requests go
+  at full speed (a server that answers slowly: every read gets a byte in time);
 * ``cut mid-call``: the client is connected, the link stalls, and 0.15 s into the call every
   connection is cut and new ones refused.
 """
@@ -70,6 +71,7 @@ FAULTS = [
     Fault("blackholed", False, lambda p: p.stall(new_connections=True)),
     Fault("stalled", True, lambda p: p.stall()),
     Fault("slowed", True, lambda p: p.slow(down=SLOW_RATE, up=SLOW_RATE)),
+    Fault("trickling", True, lambda p: p.slow(down=SLOW_RATE)),
     Fault("cut mid-call", True, lambda p: p.stall(), _cut_and_refuse),
 ]
 #: the faults a connect (or start) meets: each before the client ever connected
