@@ -91,7 +91,14 @@ def _under_door(method: _M) -> _M:
 
     return locked  # type: ignore[return-value]
 
-__all__ = ["Connection", "ConnectionOwner", "ConnectionState", "Pending", "close_all"]
+__all__ = [
+    "CLOSE_FLOOR",
+    "Connection",
+    "ConnectionOwner",
+    "ConnectionState",
+    "Pending",
+    "close_all",
+]
 
 log = logging.getLogger("nsqclient.connection")
 
@@ -109,6 +116,9 @@ _INF: Final = float("inf")
 #: Bytes read per read call (see :class:`Connection`): below glibc's mmap threshold (128 KiB),
 #: and four of nsqd's default output buffers.
 _READ_SIZE: Final = 64 * 1024
+#: seconds a graceful close keeps for its last steps (CLS, closing) even when its timeout ran
+#: out, so that timeout 0 still closes a healthy connection politely; within the stated margin
+CLOSE_FLOOR: Final = 0.25
 _Future = asyncio.Future
 #: connection ids: unique per Connection object in the process, in creation order (``next`` on
 #: a count is atomic under the GIL, so loops on several threads may draw from it)
@@ -842,7 +852,9 @@ class Connection(asyncio.BufferedProtocol):
             self._arm(deadline)
         if not self._pending:
             self._waiting_since = self._loop.time()
-        self._pending.append((self._loop.create_future(), deadline, b""))
+        placeholder = self._loop.create_future()  # CLOSE_WAIT's slot; a timeout is False here
+        placeholder.add_done_callback(_retrieve)
+        self._pending.append((placeholder, deadline, b""))
         self._write(commands.cls())
         try:
             async with asyncio.timeout(timeout):
@@ -1076,15 +1088,22 @@ def _reply_after(frame: ErrorFrame, events: list[Event]) -> str | None:
     return None
 
 
+def _retrieve(fut: asyncio.Future[bytes]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 async def close_all(conns: Iterable[Connection], timeout: float) -> None:
-    """Close connections (queued writes are flushed first) and wait for each, aborting any that
-    has not closed within ``timeout`` seconds (a peer that stopped reading)."""
+    """Close connections (queued writes are flushed first) and wait for them, aborting any that
+    has not closed within ``timeout`` seconds (a peer that stopped reading): one deadline for
+    all, so that many stuck connections take no longer than one."""
     conns = list(conns)
     for conn in conns:
         conn.close()
+    deadline = asyncio.get_running_loop().time() + timeout
     for conn in conns:
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(deadline):
                 await conn.wait_closed()
         except TimeoutError:
             conn.abort()

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from ..config import Config
 from ..errors import ClosedError, ConfigError
 from ..message import _DONE, Message
-from .connection import ConnectionState
+from .connection import CLOSE_FLOOR, ConnectionState
 from .delivery import ITERATING, MessageSink
 from .handlers import HandlerTasks
 from .nodes import NodeSet
@@ -170,12 +170,15 @@ class ReaderLife:
                 len(undelivered),
             )
         conns = [c for c in reader._nodes.conns.values() if c.state is ConnectionState.SUBSCRIBED]
-        cls_timeout = max(1.0, min(5.0, reader.config.sec.read_timeout))
+        # CLS and the closing itself get what is left of the timeout (at least CLOSE_FLOOR, so
+        # that a close with timeout 0 still says goodbye to a healthy nsqd): the whole close
+        # ends within its timeout plus the stated margin, however stuck nsqd is
+        cls_timeout = min(max(1.0, min(5.0, reader.config.sec.read_timeout)), _left(deadline))
         if conns:
             await asyncio.gather(*(c.cls(cls_timeout) for c in conns), return_exceptions=True)
             # anything that raced RDY 0 arrived before CLOSE_WAIT and was requeued on arrival
             self._requeue_in_flight()
-        await self._close_connections()
+        await self._close_connections(_left(deadline))
 
     async def _wait_for_answers(self, deadline: float, can_answer: Callable[[], bool]) -> bool:
         """Wait until every message handed out is answered, the deadline passes, or nobody who
@@ -241,9 +244,9 @@ class ReaderLife:
         await reader._handlers.stop()
         await self._close_connections()
 
-    async def _close_connections(self) -> None:
+    async def _close_connections(self, timeout: float | None = None) -> None:
         reader = self._reader
-        await reader._nodes.close_connections()
+        await reader._nodes.close_connections(timeout)
         reader._rdy.stop()
         reader._touch.cancel()
         self._set_closed()
@@ -297,6 +300,11 @@ def _requeue(messages: Iterable[Message]) -> None:
     for msg in messages:
         if not msg.has_responded:
             msg.req(0, backoff=False)
+
+
+def _left(deadline: float) -> float:
+    """Seconds left until ``deadline`` (loop time), at least ``CLOSE_FLOOR``."""
+    return max(CLOSE_FLOOR, deadline - asyncio.get_running_loop().time())
 
 
 def _always() -> bool:

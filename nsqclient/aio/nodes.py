@@ -328,9 +328,11 @@ class NodeSet:
         for conn in list(self.conns.values()):
             conn.close()
 
-    async def close_connections(self) -> None:
-        """Close every connection and wait for each (bounded: a stuck one is aborted)."""
-        await close_all(self.conns.values(), self._config.sec.write_timeout + 1.0)
+    async def close_connections(self, timeout: float | None = None) -> None:
+        """Close every connection and wait for them (bounded: one stuck after ``timeout``,
+        default ``write_timeout`` + 1 s, or sooner if ``timeout`` says, is aborted)."""
+        limit = self._config.sec.write_timeout + 1.0
+        await close_all(self.conns.values(), limit if timeout is None else min(limit, timeout))
 
     async def drop_connections(self) -> None:
         """Close and forget every connection (a start that was refused); nothing reconnects."""

@@ -60,7 +60,7 @@ from ..observer import Observer, observer_for
 from ..protocol import commands
 from ..protocol.names import Body, single_body_batch
 from .coalesce import Coalescer, join_pub, split_pub
-from .connection import Connection, ConnectionState, Pending, ReplyWaiter
+from .connection import CLOSE_FLOOR, Connection, ConnectionState, Pending, ReplyWaiter
 from .fallback import HTTPFallback
 from .nodes import NodeSet
 from .options import ClientOptions, validate_client_options
@@ -80,6 +80,12 @@ _check_timeout = commands.check_timeout
 _Future = asyncio.Future
 
 log = logging.getLogger("nsqclient.writer")
+
+
+def _retrieved(task: asyncio.Task[None]) -> None:
+    """A start nobody awaited any more: its error was the waiting publishes' (or nobody's)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _describe(data: bytes) -> tuple[str, str]:
@@ -148,6 +154,8 @@ class Writer:
         self._started = False
         self._closed = False
         self._start_lock: asyncio.Lock | None = None
+        #: the start a publish or wait_ready began (it goes on past their deadline, shielded)
+        self._start_task: asyncio.Task[None] | None = None
         self._healthy_event: asyncio.Event | None = None
         self._outstanding = 0
         self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
@@ -229,6 +237,28 @@ class Writer:
                 await self._nodes.drop_connections()
                 raise
             self._started = True
+
+    async def _start_by(self, deadline: float) -> None:
+        """Start within a caller's deadline (loop time): the first connects (dial, then the
+        handshake: up to ``dial_timeout + read_timeout``) may take longer than a publish may
+        wait, so they run in a task of their own, which goes on when the caller gives up."""
+        loop = asyncio.get_running_loop()
+        task = self._start_task
+        if task is None or task.done():
+            task = self._start_task = loop.create_task(self._start(), name="nsq-writer-start")
+            task.add_done_callback(_retrieved)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await asyncio.shield(task)
+        except TimeoutError:
+            if task.done():
+                raise  # the start's own error, as is
+            raise NoConnectionsError(
+                "no nsqd connection before the timeout: the first connection is still being "
+                "made (dial, then the handshake; addresses: "
+                f"{', '.join(format_address(*a) for a in self._nodes.addresses)}); the Writer "
+                "keeps trying, so retrying later is safe (never sent)"
+            ) from None
 
     def _coalescer(self, loop: asyncio.AbstractEventLoop) -> Coalescer:
         linger = self.config.sec.linger
@@ -512,18 +542,23 @@ class Writer:
         """Admit (waiting for a slot and a connection, or taking the HTTP fallback), dispatch
         and settle ``data``; or, with ``parts`` (a coalesced PUB's prefix and body), queue those
         in the Writer's coalescing."""
+        limit = self._publish_timeout if timeout is None else timeout
         try:
             if self._closed:
                 raise ClosedError("this Writer was closed; create a new one")
             if not self._started:
-                await self._start()
+                deadline = asyncio.get_running_loop().time() + limit
+                await self._start_by(deadline)
+            else:
+                deadline = self._loop.time() + limit  # type: ignore[union-attr]
+        except NoConnectionsError as exc:  # no connection in time: a failed publish
+            self._refused(exc, token, counted=True)
+            raise
         except BaseException as exc:
             self._refused(exc, token)
             raise
         loop = self._loop
         assert loop is not None
-        limit = self._publish_timeout if timeout is None else timeout
-        deadline = loop.time() + limit
         conn = self._pick() if self._outstanding < self._max_pending else None
         while conn is None:  # rare: wait for a free slot, then for a connection, then re-check
             try:
@@ -666,11 +701,10 @@ class Writer:
         """
         if self._closed:
             raise ClosedError("this Writer was closed; create a new one")
-        if not self._started:
-            await self._start()
-        loop = self._loop
-        assert loop is not None
+        loop = asyncio.get_running_loop()
         deadline = loop.time() + (self._publish_timeout if timeout is None else timeout)
+        if not self._started:
+            await self._start_by(deadline)
         fallback = bool(self._http_fallback)
         while self.outstanding >= self._max_pending or (self._pick() is None and not fallback):
             if self.outstanding >= self._max_pending:
@@ -782,16 +816,22 @@ class Writer:
             self._coalesce.flush()  # what was queued goes now, not ``linger`` later
         self._refuse_waiters()
         loop = self._loop
-        if loop is not None and self.outstanding:
-            fut: asyncio.Future[None] = loop.create_future()
-            self._idle_waiters.append(fut)
-            wait = self.config.sec.close_timeout if timeout is None else timeout
-            try:
-                async with asyncio.timeout(wait):
-                    await fut
-            except TimeoutError:
-                log.warning("writer closing with %d publishes unacknowledged", self._outstanding)
-        await self._shutdown()
+        wait = self.config.sec.close_timeout if timeout is None else timeout
+        left: float | None = None
+        if loop is not None:
+            deadline = loop.time() + wait
+            if self.outstanding:
+                fut: asyncio.Future[None] = loop.create_future()
+                self._idle_waiters.append(fut)
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        await fut
+                except TimeoutError:
+                    log.warning(
+                        "writer closing with %d publishes unacknowledged", self._outstanding
+                    )
+            left = max(CLOSE_FLOOR, deadline - loop.time())  # closing too ends by the deadline
+        await self._shutdown(left)
 
     def close(self) -> Awaitable[None]:
         """Close at once; unacknowledged publishes fail with ConnectionClosedError.
@@ -818,10 +858,10 @@ class Writer:
         if self._healthy_event is not None:
             self._healthy_event.set()
 
-    async def _shutdown(self) -> None:
+    async def _shutdown(self, timeout: float | None = None) -> None:
         self._closed = True
         await self._nodes.stop_discovery()
-        await self._nodes.close_connections()
+        await self._nodes.close_connections(timeout)
         await self._http.aclose()  # graceful_close waited for its publishes (bounded)
         if self._healthy_event is not None:
             self._healthy_event.set()  # wake publishes waiting for a connection: they raise

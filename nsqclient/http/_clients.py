@@ -33,10 +33,12 @@ class NsqdHTTPClient(AsyncTransport):
 
     ``max_msg_size``, ``max_body_size`` and ``max_defer_ms`` should match nsqd's
     ``--max-msg-size``, ``--max-body-size`` and ``--max-req-timeout`` (defaults: nsqd's), so that
-    input nsqd would refuse is refused here first with a typed error. ``timeout`` is per request,
-    in seconds. ``headers`` are added to every request (``Accept`` is always nsqclient's). Pass
-    ``client`` to share an ``httpx.AsyncClient`` (it is not closed here, and every call, publishing
-    too, then goes through it); otherwise the publish calls use the client's own kept-alive
+    input nsqd would refuse is refused here first with a typed error. ``timeout`` (seconds) bounds
+    each whole request (connect, send, answer), however slowly the server answers; with a
+    ``client`` of your own the blocking client's is httpx's per-phase timeout. ``headers`` are
+    added to every request (``Accept`` is always nsqclient's). Pass ``client`` to share an
+    ``httpx.AsyncClient`` (it is not closed here, and every call, publishing too, then goes
+    through it); otherwise the publish calls use the client's own kept-alive
     HTTP/1.1 connections, about ten times cheaper than an httpx request. Use an ``https://``
     address and ``verify`` (an ``ssl.SSLContext``, a CA file path, or False) for HTTPS.
     """

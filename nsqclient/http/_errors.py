@@ -23,6 +23,7 @@ __all__ = [
     "error_from_transport",
 ]
 
+
 def error_from_transport(exc: httpx.TransportError, url: str) -> HTTPError:
     """The typed error for an httpx failure that produced no response."""
     try:
@@ -41,19 +42,27 @@ def error_from_transport(exc: httpx.TransportError, url: str) -> HTTPError:
         detail += "; is the daemon running and is this its HTTP address?"
         return HTTPConnectError(f"no response ({detail})", url=url, address=address, sent=False)
     elif isinstance(exc, httpx.RemoteProtocolError):
-        detail += (
-            "; the server did not answer in HTTP: is this a TCP port? (nsqlookupd's TCP port is "
-            "usually 4160 and its HTTP port 4161; nsqd's are 4150 and 4151)"
-        )
+        detail += NOT_HTTP_HINT
     return HTTPConnectError(f"no response ({detail}); {_outcome(exc)}", url=url, address=address)
 
 
+#: said when a server hung up without an HTTP answer
+NOT_HTTP_HINT = (
+    "; the server did not answer in HTTP: is this a TCP port? (nsqlookupd's TCP port is "
+    "usually 4160 and its HTTP port 4161; nsqd's are 4150 and 4151)"
+)
+
+
 def _outcome(exc: httpx.TransportError) -> str:
-    """What a broken exchange means for the request: a query changed nothing either way."""
     try:
         method = exc.request.method
     except RuntimeError:
         method = ""
+    return outcome(method)
+
+
+def outcome(method: str) -> str:
+    """What a broken exchange means for the request: a query changed nothing either way."""
     if method in ("GET", "HEAD"):
         return f"the request was a {method}, which changes nothing: safe to repeat"
     return "the request was sent, so it may or may not have been applied"

@@ -3,7 +3,10 @@
 They own the httpx client (unless one is passed in), the base URL, the timeout, closing, and the
 mapping of httpx failures to typed errors. They know nothing of any endpoint. Publish calls
 (``Call.wire``) go over the transport's own keep-alive connections (``_wire``) when it created
-its client itself: httpx costs near 1 ms of CPU a request, which capped HTTP publishing.
+its client itself: httpx costs near 1 ms of CPU a request, which capped HTTP publishing. The
+blocking transport sends every call there (its own client only): ``timeout`` then bounds the
+whole call, as the asyncio one's deadline does; with a caller's httpx client it is httpx's
+per-phase timeout.
 """
 
 from __future__ import annotations
@@ -121,16 +124,23 @@ class AsyncTransport(_Base):
             return call.result(answer.status, answer.headers, answer.body, self.base_url + target)
         url = self.base_url + call.path
         try:
-            response = await self._client.request(
-                call.method,
-                url,
-                params=call.params,
-                content=call.content,
-                headers=self._headers,
-                timeout=limit,
-            )
+            # httpx's timeout is per phase (each read may take all of it): the deadline here
+            # bounds the whole call, however slowly the server trickles its answer
+            async with asyncio.timeout(limit):
+                response = await self._client.request(
+                    call.method,
+                    url,
+                    params=call.params,
+                    content=call.content,
+                    headers=self._headers,
+                    timeout=limit,
+                )
         except httpx.TransportError as exc:
             raise error_from_transport(exc, url) from exc
+        except TimeoutError:
+            raise HTTPTimeoutError(
+                f"timed out (no complete answer within {limit:g} s)", url=url, address=None
+            ) from None
         return call.result(
             response.status_code, response.headers, response.content, str(response.url)
         )
@@ -180,7 +190,9 @@ class SyncTransport(_Base):
     def _send(self, call: Call[T], timeout: float | None = None) -> T:
         self._check_open()
         limit = self.timeout if timeout is None else timeout
-        if call.wire and self._wire is not None:
+        if self._wire is not None:
+            # every call of a client made here goes on the wire: its timeout bounds the whole
+            # call, where httpx's (per phase) would let a trickling server stretch it forever
             target = request_target(call.path, call.params)
             answer = self._wire.request(call.method, target, call.content, limit)
             return call.result(answer.status, answer.headers, answer.body, self.base_url + target)

@@ -4,9 +4,12 @@ Why not httpx here: an httpx request costs about 3,000 Python function calls (UR
 header models, anyio locks, the pool's scans of every connection), near 1 ms of CPU on a small
 machine, so HTTP publishing topped out near 1,300 msgs/s. A publish is one POST with a known
 body to a known host, answered with a few bytes; writing the request head from prepared bytes
-and parsing the answer here costs a few tens of microseconds. The transports route only the
-publish calls here, and only on the clients they create themselves (a caller's own httpx client
-keeps its proxies, auth and hooks); every other call stays on httpx.
+and parsing the answer here costs a few tens of microseconds. The transports route calls here
+only on the clients they create themselves (a caller's own httpx client keeps its proxies, auth
+and hooks): the asyncio one its publish calls (the others stay on httpx, bounded by a deadline
+around them), the blocking one every call, because only here does ``timeout`` bound the whole
+request (httpx's is per phase: a server trickling its answer a byte at a time never trips it,
+and a blocking httpx call cannot be cut short from outside).
 
 ``ResponseParser`` is I/O-free (Content-Length, chunked, or read-to-close bodies);
 :class:`AsyncWire` (an asyncio protocol per connection) and :class:`SyncWire` (blocking
@@ -22,11 +25,13 @@ import re
 import select
 import socket
 import ssl
+import time
 from collections import deque
 from typing import Any, cast
 from urllib.parse import quote, urlsplit
 
 from ..errors import ConfigError, HTTPConnectError, HTTPProtocolError, HTTPTimeoutError
+from ._errors import NOT_HTTP_HINT, outcome
 
 __all__ = ["AsyncWire", "ResponseParser", "SyncWire", "WireResponse", "request_target"]
 
@@ -82,6 +87,11 @@ class ResponseParser:
             status, headers, _ = self._head
             return WireResponse(status, headers, bytes(self._buf), False)
         return None
+
+    @property
+    def has_head(self) -> bool:
+        """The answer's status line and headers arrived (it is HTTP)."""
+        return self._head is not None
 
     @property
     def started(self) -> bool:
@@ -211,17 +221,27 @@ def _connect_failed(exc: BaseException, url: str, address: str) -> HTTPConnectEr
     return HTTPConnectError(f"no response ({detail})", url=url, address=address, sent=False)
 
 
-def _broke(exc: BaseException | None, url: str, address: str) -> HTTPConnectError:
+def _broke(
+    exc: BaseException | None, url: str, address: str, method: str = "POST", head: bool = True
+) -> HTTPConnectError:
+    """The request was sent and the connection broke; ``head`` False: before any HTTP answer
+    head (what a TCP port given as the HTTP one does)."""
     detail = (str(exc) or type(exc).__name__) if exc is not None else "connection closed"
-    return HTTPConnectError(
-        f"no response ({detail}); the request was sent, so it may or may not have been applied",
-        url=url,
-        address=address,
-    )
+    if not head:
+        detail += NOT_HTTP_HINT
+    return HTTPConnectError(f"no response ({detail}); {outcome(method)}", url=url, address=address)
 
 
 def _bad_answer(exc: Exception, url: str) -> HTTPProtocolError:
     return HTTPProtocolError(f"malformed HTTP response ({exc})", url=url)
+
+
+def _left(deadline: float) -> float:
+    """Seconds until ``deadline`` (monotonic); TimeoutError once it has passed."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the deadline passed")
+    return left
 
 
 def _readable(sock: Any) -> bool:
@@ -465,13 +485,15 @@ class SyncWire:
         origin = self._origin
         data = origin.encode(method, target, content)
         url = self.base_url + target
+        deadline = time.monotonic() + timeout  # the whole request: connect, send, every read
         sock = self._take_idle() or self._connect(timeout, url)
         parser = ResponseParser()
         keep = False
         try:
-            sock.settimeout(timeout)
-            sock.sendall(data)
+            sock.settimeout(_left(deadline))
+            sock.sendall(data)  # one timeout for all of it (not reset by each send)
             while True:
+                sock.settimeout(_left(deadline))
                 chunk = sock.recv(65536)
                 response = parser.feed_eof() if not chunk else parser.feed(chunk)
                 if response is not None:
@@ -484,7 +506,7 @@ class SyncWire:
         except ValueError as exc:
             raise _bad_answer(exc, url) from exc
         except OSError as exc:
-            raise _broke(exc, url, origin.address) from exc
+            raise _broke(exc, url, origin.address, method, parser.has_head) from exc
         finally:
             if keep and not self._closed and len(self._idle) < MAX_IDLE:
                 self._idle.append(sock)  # racing threads may keep a few more than MAX_IDLE
