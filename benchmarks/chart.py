@@ -101,8 +101,12 @@ def write_soak_chart(path: str | Path, report: dict[str, Any]) -> None:
     t = [s["t"] / 60 for s in samples]
     fig: Any
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
-    ax1.plot(t, [s["rss_mib"] for s in samples], marker="o", color="tab:purple")
-    ax1.set_ylabel("RSS, MiB")
+    ax1.plot(t, [s["rss_mib"] for s in samples], marker="o", color="tab:purple", label="RSS")
+    if any(s.get("traced_mib") for s in samples):
+        traced = [s.get("traced_mib", 0.0) for s in samples]
+        ax1.plot(t, traced, marker=".", color="tab:green", label="traced (tracemalloc)")
+        ax1.legend(loc="lower right")
+    ax1.set_ylabel("MiB")
     ax1.set_ylim(bottom=0)
     ax1.grid(alpha=0.3)
     ax2.plot(t[1:], [s["publish_rate"] for s in samples[1:]], marker="o", label="acknowledged/s")
@@ -121,7 +125,7 @@ def write_soak_chart(path: str | Path, report: dict[str, Any]) -> None:
     result = report["result"]
     title = (
         f"nsqclient soak: {result['acked']:,} acknowledged, {result['missing_acknowledged']} "
-        f"missing, {result['cuts']} cuts; RSS {result['rss_start_mib']:.0f} -> "
+        f"lost, {result['cuts']} cuts; RSS {result['rss_start_mib']:.0f} -> "
         f"{result['rss_end_mib']:.0f} MiB"
     )
     save_figure(fig, path, title, dpi=100)

@@ -3,13 +3,21 @@
 An asyncio Writer and Reader and a SyncWriter thread and a SyncReader thread share one topic
 and channel, all four connected through a :class:`~nsqclient.testing.FaultProxy` that cuts
 every connection every ``--cut-every`` seconds (alternating FIN and RST). Every
-``--sample-every`` seconds the process's RSS and the publish/consume rates are sampled.
+``--sample-every`` seconds the process's RSS, the Python heap that tracemalloc traces (live
+allocations, the allocator's free lists excluded) and the publish/consume rates are sampled.
 
 Accounting is per message, in preallocated byte arrays (one byte per message id and source,
 their pages touched up front, so the ledger itself does not grow RSS): an id is marked acked
-when its publish returned, and counted when a consumer handled it. The run fails (exit status 1)
-if an acknowledged message was never consumed, if anything is left in flight or queued at nsqd
+when its publish returned, and counted when a consumer handled it. A message delivered with
+``attempts == 1`` twice was stored twice (a duplicate); a delivery with ``attempts > 1`` is a
+redelivery (at-least-once at work). The run fails (exit status 1) if an acknowledged message was
+lost (never consumed), if one was stored twice, if anything is left in flight or queued at nsqd
 at the end, or if RSS grew by more than ``--rss-growth-limit`` MiB over the second half.
+
+At the end, with the clients closed, the traced heap is compared with the first sample after
+warm-up (the ten biggest differences by source line go into the report), and RSS is measured
+again after glibc's ``malloc_trim(0)``: what that gives back was free memory the allocator kept,
+not live objects.
 
 Without ``--nsqd-tcp-address``/``--nsqd-http-address`` the soak starts its own nsqd (real
 binaries when found, else the embedded server; ``--backend``), with ``--msg-timeout`` short so
@@ -20,7 +28,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
+import ctypes.util
 import dataclasses
+import gc
 import json
 import logging
 import os
@@ -29,11 +40,13 @@ import struct
 import sys
 import threading
 import time
+import tracemalloc
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import nsqclient
 from nsqclient.aio import Message, Reader, Writer
 from nsqclient.errors import NSQError
 from nsqclient.http import NsqdHTTPClient
@@ -63,6 +76,7 @@ class SoakSettings:
     max_in_flight: int = 200
     rss_growth_limit_mib: float = 8.0
     drain_timeout: float = 120.0
+    tracemalloc: bool = True
     nsqd_tcp: str | None = None
     nsqd_http: str | None = None
     backend: str = "auto"
@@ -73,6 +87,7 @@ class SoakSettings:
 class Sample:
     t: float  # seconds since the start
     rss_mib: float
+    traced_mib: float  # live Python allocations (tracemalloc), 0 without --tracemalloc
     acked: int  # publishes acknowledged so far (messages)
     consumed: int  # deliveries handled so far (redeliveries included)
     publish_rate: float  # acknowledged messages per second since the previous sample
@@ -88,6 +103,7 @@ class _Ledger:
         self.capacity = capacity
         self.acked = [_touched(capacity), _touched(capacity)]
         self.seen = [_touched(capacity), _touched(capacity)]
+        self.firsts = [_touched(capacity), _touched(capacity)]  # deliveries with attempts == 1
         self.next = [0, 0]
         self.acked_count = 0
         self.consumed = 0
@@ -106,32 +122,39 @@ class _Ledger:
             arr[i] = 1
         self.acked_count += len(ids)
 
-    def consume(self, body: bytes) -> None:
+    def consume(self, body: bytes, attempts: int) -> None:
         source, seq = _ID.unpack_from(body)
         arr = self.seen[source]
         if arr[seq] < 255:
             arr[seq] += 1
+        if attempts == 1:
+            firsts = self.firsts[source]
+            if firsts[seq] < 255:
+                firsts[seq] += 1
         self.consumed += 1
 
     def missing(self) -> int:
         """Acknowledged ids never consumed."""
         return self.audit()[0]
 
-    def audit(self) -> tuple[int, int, int]:
+    def audit(self) -> tuple[int, int, int, int]:
         """(acknowledged but never consumed, consumed though its publish raised, deliveries
-        beyond the first): the first must be 0; the others are at-least-once at work."""
-        missing = unacked = extra = 0
+        beyond the first, ids stored twice): the first and last must be 0; the others are
+        at-least-once at work."""
+        missing = unacked = extra = twice = 0
         for source in (_ASYNC, _SYNC):
-            acked, seen = self.acked[source], self.seen[source]
+            acked, seen, firsts = self.acked[source], self.seen[source], self.firsts[source]
             for i in range(self.next[source]):
                 n = seen[i]
+                if firsts[i] > 1:
+                    twice += 1
                 if not n:
                     missing += acked[i]
                     continue
                 extra += n - 1
                 if not acked[i]:
                     unacked += 1
-        return missing, unacked, extra
+        return missing, unacked, extra, twice
 
 
 def _touched(n: int) -> bytearray:
@@ -151,6 +174,53 @@ def rss_mib() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
 
 
+def traced_mib() -> float:
+    """Live Python allocations that tracemalloc traces (0 when it is not tracing)."""
+    return tracemalloc.get_traced_memory()[0] / (1 << 20) if tracemalloc.is_tracing() else 0.0
+
+
+def trim_heap() -> bool:
+    """glibc's ``malloc_trim(0)``: give the allocator's free pages back to the OS (False where
+    there is no glibc). RSS that drops here was free memory kept, not live objects."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name)
+        return bool(libc.malloc_trim(0))
+    except (OSError, AttributeError, TypeError):
+        return False
+
+
+def heap_diff(
+    before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, top: int = 10
+) -> list[dict[str, Any]]:
+    """The ``top`` biggest changes in live bytes by source line, biggest first."""
+    ignore = [
+        tracemalloc.Filter(False, tracemalloc.__file__),
+        tracemalloc.Filter(False, "<frozen importlib._bootstrap*>"),
+    ]
+    stats = after.filter_traces(ignore).compare_to(before.filter_traces(ignore), "lineno")
+    out = []
+    for stat in stats[:top]:
+        frame = stat.traceback[0]
+        out.append(
+            {
+                "where": f"{_short(frame.filename)}:{frame.lineno}",
+                "kib_diff": round(stat.size_diff / 1024, 1),
+                "kib": round(stat.size / 1024, 1),
+                "count_diff": stat.count_diff,
+            }
+        )
+    return out
+
+
+def _short(filename: str) -> str:
+    for marker in ("/nsqclient/", "/benchmarks/", "/python3."):
+        i = filename.rfind(marker)
+        if i >= 0:
+            return filename[i + 1 :]
+    return filename
+
+
 def _body(source: int, seq: int, pad: bytes) -> bytes:
     return _ID.pack(source, seq) + pad
 
@@ -161,6 +231,11 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
 
     say = log if log is not None else (lambda _line: None)
     own = None
+    started_tracing = settings.tracemalloc and not tracemalloc.is_tracing()
+    if started_tracing:
+        tracemalloc.start()
+    warm: tracemalloc.Snapshot | None = None
+    warm_at: tuple[float, float, float] = (0.0, 0.0, 0.0)  # t, rss, traced after warm-up
     if settings.nsqd_tcp is None or settings.nsqd_http is None:
         own = await asyncio.to_thread(
             start_nsqd, settings.backend, extra_args=["--msg-timeout=10s"]
@@ -197,7 +272,7 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
         )
 
         def on_message(msg: Message) -> None:
-            ledger.consume(msg.body)
+            ledger.consume(msg.body, msg.attempts)
 
         reader.set_message_handler(on_message, direct=True)
         await reader.start()
@@ -227,7 +302,9 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
         cuts = 0
         next_cut, next_sample = settings.cut_every, settings.sample_every
         last = (0.0, 0, 0)
-        samples.append(Sample(0.0, rss_mib(), 0, 0, 0.0, 0.0, 0, 0))
+        samples.append(
+            Sample(0.0, round(rss_mib(), 2), round(traced_mib(), 2), 0, 0, 0.0, 0.0, 0, 0)
+        )
         while (now := loop.time() - start) < settings.duration:
             await asyncio.sleep(min(next_cut, next_sample, settings.duration) - now)
             now = loop.time() - start
@@ -240,6 +317,7 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
                 sample = Sample(
                     round(now, 1),
                     round(rss_mib(), 2),
+                    round(traced_mib(), 2),
                     ledger.acked_count,
                     ledger.consumed,
                     round((ledger.acked_count - last[1]) / dt, 1),
@@ -250,8 +328,13 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
                 samples.append(sample)
                 last = (now, ledger.acked_count, ledger.consumed)
                 next_sample += settings.sample_every
+                if warm is None and tracemalloc.is_tracing():
+                    # the first sample: every client connected and past its first cut or two
+                    warm = tracemalloc.take_snapshot()
+                    warm_at = (sample.t, sample.rss_mib, sample.traced_mib)
                 say(
                     f"soak {sample.t:6.0f}s  rss {sample.rss_mib:6.1f} MiB  "
+                    f"traced {sample.traced_mib:5.1f} MiB  "
                     f"pub {sample.publish_rate:8,.0f}/s  sub {sample.consume_rate:8,.0f}/s  "
                     f"acked {sample.acked:,}  errors {sample.publish_errors:,}  cuts {cuts}"
                 )
@@ -283,12 +366,22 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
         proxy.stop()
         if own is not None:
             await asyncio.to_thread(own.stop)
-    _missing, delivered_unacked, redelivered = ledger.audit()
+    # after: every client closed, so what is still traced is what closing left behind
+    gc.collect()
+    after = tracemalloc.take_snapshot() if tracemalloc.is_tracing() else None
+    end_rss, end_traced = rss_mib(), traced_mib()
+    trimmed = trim_heap()
+    trimmed_rss = rss_mib()
+    diff = heap_diff(warm, after) if warm is not None and after is not None else []
+    if started_tracing:
+        tracemalloc.stop()
+    _missing, delivered_unacked, redelivered, stored_twice = ledger.audit()
     cpu = resource.getrusage(resource.RUSAGE_SELF)
     half = [s for s in samples if s.t >= settings.duration / 2]
     growth = (samples[-1].rss_mib - half[0].rss_mib) if half else 0.0
     result = {
         "ok": missing == 0
+        and stored_twice == 0
         and in_flight == 0
         and depth == 0
         and growth <= settings.rss_growth_limit_mib,
@@ -296,6 +389,8 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
         "consumed": ledger.consumed,
         "publish_errors": ledger.errors,
         "missing_acknowledged": missing,
+        "lost": missing,
+        "duplicates_stored_twice": stored_twice,
         "delivered_though_publish_raised": delivered_unacked,
         "redelivered": redelivered,
         "client_cpu_seconds": round(cpu.ru_utime + cpu.ru_stime, 1),
@@ -308,6 +403,15 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
         "rss_end_mib": samples[-1].rss_mib,
         "rss_growth_second_half_mib": round(growth, 2),
         "rss_growth_limit_mib": settings.rss_growth_limit_mib,
+        "traced_start_mib": samples[0].traced_mib,
+        "traced_end_mib": samples[-1].traced_mib,
+        "warm_sample_t": warm_at[0],
+        "warm_rss_mib": warm_at[1],
+        "warm_traced_mib": warm_at[2],
+        "closed_rss_mib": round(end_rss, 2),
+        "closed_traced_mib": round(end_traced, 2),
+        "closed_rss_after_malloc_trim_mib": round(trimmed_rss, 2) if trimmed else None,
+        "traced_diff_since_warm_by_line": diff,
     }
     return {
         "settings": dataclasses.asdict(settings)
@@ -317,6 +421,7 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
             "loadavg_start": [round(x, 2) for x in load_start],
             "loadavg_end": [round(x, 2) for x in os.getloadavg()],
             "python": sys.version.split()[0],
+            "nsqclient": str(Path(nsqclient.__file__).parent),
         },
         "samples": [dataclasses.asdict(s) for s in samples],
         "result": result,
@@ -395,7 +500,7 @@ def _sync_consumer(reader: SyncReader, ledger: _Ledger, stop: threading.Event) -
             if reader.is_closed:
                 return
             continue
-        ledger.consume(msg.body)
+        ledger.consume(msg.body, msg.attempts)
         msg.fin()
 
 
@@ -434,6 +539,12 @@ def build_parser(prog: str = "python -m benchmarks.soak") -> argparse.ArgumentPa
         help="MiB of RSS growth allowed over the second half (default %(default)s)",
     )
     parser.add_argument("--drain-timeout", type=float, default=defaults.drain_timeout)
+    parser.add_argument(
+        "--no-tracemalloc",
+        dest="tracemalloc",
+        action="store_false",
+        help="do not trace the Python heap (tracing costs CPU per allocation)",
+    )
     # the names of every nsqclient command; the old short ones stay as hidden aliases
     parser.add_argument(
         "--nsqd-tcp-address", dest="nsqd_tcp", metavar="HOST:PORT", help="default: start an nsqd"
@@ -469,6 +580,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m benchmarks.so
         payload_size=args.payload_size,
         rss_growth_limit_mib=args.rss_growth_limit,
         drain_timeout=args.drain_timeout,
+        tracemalloc=args.tracemalloc,
         nsqd_tcp=args.nsqd_tcp,
         nsqd_http=args.nsqd_http,
         backend=args.backend,

@@ -38,4 +38,7 @@ def test_soak_30s_through_cuts_loses_nothing_acknowledged(
     assert result["connections_accepted"] >= 4 + 5  # four clients, and reconnects after cuts
     assert result["acked"] > 0 and result["consumed"] >= result["acked"]
     assert len(report["samples"]) == 7  # t=0 and every 5 s
+    assert result["lost"] == 0 and result["duplicates_stored_twice"] == 0
+    assert all(s["traced_mib"] > 0 for s in report["samples"])  # tracemalloc series, on by default
+    assert result["closed_traced_mib"] > 0 and result["traced_diff_since_warm_by_line"]
     assert chart.stat().st_size > 0
