@@ -20,6 +20,7 @@ from .auth import common_name
 from .client import ClientState
 from .commands import Need, Result, execute
 from .framing import bufio_writes, deflate_writes, flushes, snappy_writes
+from .listen import peer_address
 from .wire import ClientError
 
 if TYPE_CHECKING:
@@ -64,11 +65,10 @@ class ClientConnection(ClientState, asyncio.Protocol):
             self.transport.abort()
             return
         self.transport.set_write_buffer_limits(high=4 * 1024 * 1024)
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple):
-            host = str(peer[0])
-            self.remote_address = f"[{host}]:{peer[1]}" if ":" in host else f"{host}:{peer[1]}"
-            self.client_id = self.hostname = host
+        peer = peer_address(transport.get_extra_info("peername"))
+        if peer is not None:
+            self.client_id = self.hostname = peer[0]
+            self.remote_address = peer[1]
         self.nsqd.conns.add(self)
         self.nsqd.log("INFO", f"TCP: new client({self.remote_address})")
 
@@ -129,6 +129,8 @@ class ClientConnection(ClientState, asyncio.Protocol):
     def _check_magic(self) -> bool:
         magic = bytes(self._buf[:4])
         del self._buf[:4]
+        shown = magic.decode("latin-1")
+        self.nsqd.log("INFO", f"CLIENT({self.remote_address}): desired protocol magic '{shown}'")
         if magic != b"  V2":
             self.nsqd.log("ERROR", f"client({self.remote_address}) bad protocol magic {magic!r}")
             self.write_now(encode_error(b"E_BAD_PROTOCOL"))
