@@ -35,6 +35,7 @@ from .logs import LogBuffer
 from .lookup_peer import LookupPeer, lookupd_channels, register
 from .nsqd_http import NsqdHttpApi
 from .options import TLS_MIN_VERSIONS, NsqdOptions, parse_flags, split_address
+from .queuescan import QueueScanner
 from .topic import Broker
 
 __all__ = ["EmbeddedNsqd"]
@@ -274,6 +275,16 @@ class EmbeddedNsqd:
             self._broker.precreate = self._precreate
         else:
             self._broker.rebind(loop)
+        if not opts.precise_timeouts:
+            broker = self._broker
+            self._broker.scanner = QueueScanner(
+                loop,
+                lambda: [c for t in list(broker.topics.values()) for c in t.channels.values()],
+                interval=opts.queue_scan_interval / 1000,
+                refresh_interval=opts.queue_scan_refresh_interval / 1000,
+                selection_count=opts.queue_scan_selection_count,
+                dirty_percent=opts.queue_scan_dirty_percent,
+            )
         self.log("INFO", f"nsqd v{VERSION} (built w/nsqclient embedded)")
         self.log("INFO", f"ID: {opts.node_id}")
         self.start_time = time.time()
@@ -295,6 +306,8 @@ class EmbeddedNsqd:
                 http_host, self.https_port or wanted, self.tls_context
             )
         self.running = True
+        if self._broker.scanner is not None:
+            self._broker.scanner.start()
         self.set_lookupd_addresses(list(opts.lookupd_tcp_addresses))
         self.log("INFO", f"TCP: listening on {self._tcp_bound}")
         self.log("INFO", f"HTTP: listening on {self._http.bound}")
@@ -360,10 +373,15 @@ class EmbeddedNsqd:
         for conn in list(self.conns):
             conn.abort() if abort else conn.close_by_server()
         self.log("INFO", "NSQ: closing topics")
+        if self.broker.scanner is not None:
+            self.broker.scanner.stop()
+            self.broker.scanner = None
         self.broker.shutdown(keep)
         if keep == "nothing":
             self._broker = None
         self.log("INFO", "NSQ: stopping subsystems")
+        self.log("INFO", "LOOKUP: closing")
+        self.log("INFO", "QUEUESCAN: closing")
         await self._tcp.wait_closed()
         for server in (self._http, self._https):
             if server is not None:
