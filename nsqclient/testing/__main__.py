@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import shlex
 import signal
+import socket
 import sys
 import traceback
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -130,6 +133,8 @@ def _nsqd(config: Config, index: int, lookupds: list[str]) -> EmbeddedNsqd:
         http = flags.pop("http-address")[-1:] or ["127.0.0.1:4151"]
         https = flags.pop("https-address")[-1:]
     node_id = flags.pop("node-id")[-1:]
+    if not node_id and config.mode == "nsqd":
+        node_id = [str(_default_node_id())]
     return EmbeddedNsqd(
         _shifted(tcp[0], index),
         _shifted(http[0], index),
@@ -138,6 +143,12 @@ def _nsqd(config: Config, index: int, lookupds: list[str]) -> EmbeddedNsqd:
         node_id=int(node_id[0]) + index if node_id else index,
         extra_args=flags.as_args(),
     )
+
+
+def _default_node_id() -> int:
+    """nsqd's default ``--node-id``: CRC-32 of the MD5 of the hostname, modulo 1024."""
+    digest = hashlib.md5(socket.gethostname().encode(), usedforsecurity=False).digest()
+    return zlib.crc32(digest) % 1024
 
 
 def _echo(line: str) -> None:

@@ -109,4 +109,3 @@ class Launcher:
                 daemon.proc.kill()
                 daemon.proc.wait(timeout=DEADLINE)
             daemon._file.close()
-

@@ -10,12 +10,14 @@ message comes back (nsqd's queue scan).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import socket
 import ssl
 import struct
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,7 +53,7 @@ def test_config_file_with_flags_over_it(launch: Launcher, tmp_path: Path) -> Non
     config = tmp_path / "nsqd.toml"
     config.write_text(
         f'http_address = "127.0.0.1:{http}"\nmsg_timeout = "2s"\nmax_req_timeout = 90000\n'
-        'mem_queue_size = 50\nnsqlookupd_tcp_addresses = []\nno_such_key = 1\n'
+        "mem_queue_size = 50\nnsqlookupd_tcp_addresses = []\nno_such_key = 1\n"
     )
     nsqd = launch(
         "nsqd", f"--config={config}", f"--tcp-address=127.0.0.1:{tcp}", "--mem-queue-size=5"
@@ -181,6 +183,7 @@ def test_default_info_log_in_nsqds_format(launch: Launcher, tmp_path: Path) -> N
     text = "\n".join(_LINE.sub("", line) for line in lines)
     for expected in (
         "nsqd v1.3.0 (built w/",
+        f"ID: {zlib.crc32(hashlib.md5(socket.gethostname().encode()).digest()) % 1024}",
         f"TCP: listening on 127.0.0.1:{tcp}",
         "TCP: new client(127.0.0.1:",
         "): desired protocol magic '  V2'",
