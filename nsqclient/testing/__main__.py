@@ -25,21 +25,26 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import shlex
 import signal
+import socket
 import sys
 import traceback
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .embedded import EmbeddedLookupd, EmbeddedNsqd
+from .embedded.config_file import ConfigError, apply_config
 from .embedded.goflags import NSQD_FLAGS, NSQLOOKUPD_FLAGS, Flag, FlagError, Parsed, parse, usage
+from .embedded.logs import log_line
 from .embedded.nsqd import VERSION
 from .embedded.options import split_address
 
 _OWN_FLAGS: Mapping[str, Flag] = {
-    "lookupd": Flag(boolean=True),
-    "nsqd-count": Flag(),
+    "lookupd": Flag(boolean=True, kind="bool"),
+    "nsqd-count": Flag(kind="int"),
     "env-file": Flag(),
     "lookupd-tcp-listen": Flag(),
     "lookupd-http-listen": Flag(),
@@ -53,6 +58,10 @@ class Config:
     mode: str
     flags: Parsed
     verbose: bool = False
+    echo: bool = True  # the daemons' log lines on stderr (nsqd's default)
+    debug: bool = False
+    config_file: str | None = None
+    unknown_keys: list[str] = dataclasses.field(default_factory=list)
     lookupd: bool = False
     nsqd_count: int = 1
     env_file: str | None = None
@@ -78,6 +87,16 @@ def configure(argv: Sequence[str]) -> Config:
     flags.pop("verbose")
     if flags.pop("version"):
         raise FlagError("version")
+    if config.verbose and flags.get("log-level") is None:
+        flags.values.append(("log-level", "debug"))  # nsqd's old --verbose: debug logging
+    config_file = flags.pop("config")
+    if config_file and config_file[-1]:
+        config.config_file = config_file[-1]
+        config.unknown_keys = apply_config(config_file[-1], flags, table).unknown
+    level = (flags.get("log-level") or "info").lower()
+    config.debug = level == "debug"
+    # the plain form stays quiet unless asked; nsqd and nsqlookupd log at INFO as the daemons
+    config.echo = mode != "embedded" or config.verbose or flags.get("log-level") is not None
     if mode == "embedded":
         config.lookupd = flags.truthy("lookupd")
         flags.pop("lookupd")
@@ -114,6 +133,8 @@ def _nsqd(config: Config, index: int, lookupds: list[str]) -> EmbeddedNsqd:
         http = flags.pop("http-address")[-1:] or ["127.0.0.1:4151"]
         https = flags.pop("https-address")[-1:]
     node_id = flags.pop("node-id")[-1:]
+    if not node_id and config.mode == "nsqd":
+        node_id = [str(_default_node_id())]
     return EmbeddedNsqd(
         _shifted(tcp[0], index),
         _shifted(http[0], index),
@@ -122,6 +143,12 @@ def _nsqd(config: Config, index: int, lookupds: list[str]) -> EmbeddedNsqd:
         node_id=int(node_id[0]) + index if node_id else index,
         extra_args=flags.as_args(),
     )
+
+
+def _default_node_id() -> int:
+    """nsqd's default ``--node-id``: CRC-32 of the MD5 of the hostname, modulo 1024."""
+    digest = hashlib.md5(socket.gethostname().encode(), usedforsecurity=False).digest()
+    return zlib.crc32(digest) % 1024
 
 
 def _echo(line: str) -> None:
@@ -146,7 +173,7 @@ def _write_env(
 async def serve(config: Config) -> None:
     if config.nsqd_count < 1:
         raise ValueError("--nsqd-count must be at least 1")
-    if config.verbose:
+    if config.debug:
         for name in config.flags.ignored:
             _echo(f"note: -{name} has no effect on the embedded server (ignored)")
         if config.flags.rest:
@@ -167,16 +194,19 @@ async def serve(config: Config) -> None:
         elif config.lookupd:
             lookupd = EmbeddedLookupd(config.lookupd_tcp_listen, config.lookupd_http_listen)
         if lookupd is not None:
-            if config.verbose:
+            if config.echo:
                 lookupd.log.echo = _echo
+            _warn_unknown(config, lookupd)
             await lookupd.start()
             lookupds.append(lookupd.tcp_address)
             print(f"nsqlookupd TCP  {lookupd.tcp_address}", flush=True)
             print(f"nsqlookupd HTTP {lookupd.http_address}", flush=True)
         for index in range(0 if config.mode == "nsqlookupd" else config.nsqd_count):
             nsqd = _nsqd(config, index, lookupds)
-            if config.verbose:
+            if config.echo:
                 nsqd.log.echo = _echo
+            if lookupd is None:
+                _warn_unknown(config, nsqd)
             nsqds.append(nsqd)
             await nsqd.start()
             print(f"nsqd TCP  {nsqd.tcp_address}", flush=True)
@@ -199,9 +229,16 @@ async def serve(config: Config) -> None:
         print("stopped", flush=True)
 
 
+def _warn_unknown(config: Config, daemon: EmbeddedNsqd | EmbeddedLookupd) -> None:
+    """Real nsqd ignores config keys it does not know without a word; we say which."""
+    if config.unknown_keys:
+        keys = ", ".join(config.unknown_keys)
+        daemon.log("WARN", f"config file {config.config_file}: unknown keys ignored: {keys}")
+
+
 async def _wait_registered(lookupd: EmbeddedLookupd, nsqds: list[EmbeddedNsqd]) -> None:
     """Until the embedded lookupd lists every nsqd (as ``start.sh`` waits for ``/nodes``)."""
-    wanted = {(n.broadcast_address, n.tcp_port) for n in nsqds}
+    wanted = {(n.broadcast_address, n.broadcast_tcp_port) for n in nsqds}
     async with asyncio.timeout(10):
         while True:
             seen = {
@@ -236,9 +273,7 @@ def write_shims(folder: str) -> list[Path]:
 EXAMPLE = "--lookupd --tcp-address 127.0.0.1:0 --http-address 127.0.0.1:0 --env-file cluster.env"
 
 
-def main(
-    argv: Sequence[str] | None = None, prog: str | None = None, *, debug: bool = False
-) -> int:
+def main(argv: Sequence[str] | None = None, prog: str | None = None, *, debug: bool = False) -> int:
     """Run the embedded server (or write the PATH shims); ``debug`` prints an error's traceback."""
     args = list(sys.argv[1:] if argv is None else argv)
     prog = prog or _prog()
@@ -260,7 +295,7 @@ def main(
         table = {"nsqd": NSQD_FLAGS, "nsqlookupd": NSQLOOKUPD_FLAGS}.get(
             mode, {**NSQD_FLAGS, **_OWN_FLAGS}
         )
-        text = usage(f"{prog} {mode}".strip(), table)
+        text = usage(mode or prog, table)
         text += f"\n\nexample:\n  {prog} {EXAMPLE}\n  {prog} nsqd --data-path=/tmp"
         text += f"\n  {prog} nsqlookupd\n  {prog} shims DIR"
         if str(exc) == "help":
@@ -268,6 +303,9 @@ def main(
             return 0
         print(f"{exc}\n{text}", file=sys.stderr)
         return 2
+    except ConfigError as exc:  # nsqd's logFatal: one FATAL line, exit 1
+        print(log_line(f"[{mode or 'nsqd'}] ", "FATAL", str(exc)), file=sys.stderr)
+        return 1
     try:
         asyncio.run(serve(config))
     except (OSError, ValueError) as exc:

@@ -29,11 +29,7 @@ def short_nsqd(nsqd_factory: NsqdFactory) -> NsqdProcess:
     return nsqd_factory(extra_args=[f"--msg-timeout={MSG_TIMEOUT:g}s"])
 
 
-@pytest.mark.slow
-@pytest.mark.real_nsqd_only(
-    reason="counts one timeout of the untouched message in 5 s: nsqd's 5 s new-channel scan "
-    "(DIFFERENCES.md, 'Timeouts and deferred messages'); precise timers expire it every 2 s"
-)
+@pytest.mark.slow  # counts one timeout of the untouched message in 5 s: nsqd's queue scan
 async def test_touch_keeps_a_message_past_msg_timeout(
     short_nsqd: NsqdProcess,
     make_reader: MakeReader,

@@ -4,8 +4,10 @@ Semantics follow nsqd's ``channel.go``: each message goes to exactly one ready c
 here), RDY is a window (deliver while ``in_flight < RDY``), an in-flight message times out after
 the client's ``msg_timeout`` and goes back to the queue with its attempts kept, a disconnected
 client's in-flight messages stay until they time out, REQ with a delay parks the message as
-deferred. Timeouts use one precise loop timer per set (nsqd scans every 100 ms), driven by a heap
-with lazy deletion so FIN costs a dict pop.
+deferred. In-flight and deferred messages sit in heaps with lazy deletion (FIN costs a dict pop);
+by default nsqd's queue scan (:mod:`.queuescan`) calls :meth:`Channel.process_in_flight` and
+:meth:`Channel.process_deferred`, as nsqd's ``queueScanWorker`` does; with the broker's
+``scanner`` unset (``precise_timeouts``) one exact loop timer per heap moves them instead.
 """
 
 from __future__ import annotations
@@ -215,7 +217,7 @@ class Channel:
         heap = self._if_heap
         heapq.heappush(heap, (deadline, next(_seq), msg))
         timer = self._if_timer
-        if timer is None or deadline < timer.when():
+        if self.broker.scanner is None and (timer is None or deadline < timer.when()):
             self._arm_in_flight(deadline)
         elif len(heap) > 2 * len(self.in_flight) + 4096:
             self._if_heap = [e for e in heap if self._live_in_flight(e)]
@@ -232,8 +234,14 @@ class Channel:
 
     def _expire_in_flight(self) -> None:
         self._if_timer = None
+        self.process_in_flight(self.broker.loop.time())
         heap = self._if_heap
-        now = self.broker.loop.time()
+        if heap:
+            self._arm_in_flight(heap[0][0])
+
+    def process_in_flight(self, now: float) -> bool:
+        """nsqd's ``processInFlightQueue``: requeue what timed out by ``now``; True if any."""
+        heap = self._if_heap
         expired: list[Message] = []
         while heap and heap[0][0] <= now:
             entry = heapq.heappop(heap)
@@ -243,14 +251,13 @@ class Channel:
                 expired.append(msg)
         while heap and not self._live_in_flight(heap[0]):
             heapq.heappop(heap)
-        if heap:
-            self._arm_in_flight(heap[0][0])
         for msg in expired:
             self.timeout_count += 1
             client = self.clients.get(msg.client_id)
             if client is not None:
                 client.timed_out_message()
             self._enqueue(msg)
+        return bool(expired)
 
     def _defer(self, msg: Message, delay: float) -> None:
         when = self.broker.loop.time() + delay
@@ -258,6 +265,8 @@ class Channel:
         self.deferred[msg.id] = msg
         heapq.heappush(self._def_heap, (when, next(_seq), msg))
         timer = self._def_timer
+        if self.broker.scanner is not None:
+            return
         if timer is None or when < timer.when():
             if timer is not None:
                 timer.cancel()
@@ -265,15 +274,22 @@ class Channel:
 
     def _expire_deferred(self) -> None:
         self._def_timer = None
+        self.process_deferred(self.broker.loop.time())
         heap = self._def_heap
-        now = self.broker.loop.time()
+        if heap:
+            self._def_timer = self.broker.loop.call_at(heap[0][0], self._expire_deferred)
+
+    def process_deferred(self, now: float) -> bool:
+        """nsqd's ``processDeferredQueue``: queue what is due by ``now``; True if any."""
+        heap = self._def_heap
+        due = False
         while heap and heap[0][0] <= now:
             _, _, msg = heapq.heappop(heap)
             if self.deferred.get(msg.id) is msg:
                 del self.deferred[msg.id]
+                due = True
                 self._enqueue(msg)
-        if heap:
-            self._def_timer = self.broker.loop.call_at(heap[0][0], self._expire_deferred)
+        return due
 
     # -- administration --
 

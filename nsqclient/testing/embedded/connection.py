@@ -20,6 +20,8 @@ from .auth import common_name
 from .client import ClientState
 from .commands import Need, Result, execute
 from .framing import bufio_writes, deflate_writes, flushes, snappy_writes
+from .listen import peer_address
+from .tlsalert import start_tls_server
 from .wire import ClientError
 
 if TYPE_CHECKING:
@@ -64,11 +66,10 @@ class ClientConnection(ClientState, asyncio.Protocol):
             self.transport.abort()
             return
         self.transport.set_write_buffer_limits(high=4 * 1024 * 1024)
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple):
-            host = str(peer[0])
-            self.remote_address = f"[{host}]:{peer[1]}" if ":" in host else f"{host}:{peer[1]}"
-            self.client_id = self.hostname = host
+        peer = peer_address(transport.get_extra_info("peername"))
+        if peer is not None:
+            self.client_id = self.hostname = peer[0]
+            self.remote_address = peer[1]
         self.nsqd.conns.add(self)
         self.nsqd.log("INFO", f"TCP: new client({self.remote_address})")
 
@@ -129,6 +130,8 @@ class ClientConnection(ClientState, asyncio.Protocol):
     def _check_magic(self) -> bool:
         magic = bytes(self._buf[:4])
         del self._buf[:4]
+        shown = magic.decode("latin-1")
+        self.nsqd.log("INFO", f"CLIENT({self.remote_address}): desired protocol magic '{shown}'")
         if magic != b"  V2":
             self.nsqd.log("ERROR", f"client({self.remote_address}) bad protocol magic {magic!r}")
             self.write_now(encode_error(b"E_BAD_PROTOCOL"))
@@ -289,17 +292,17 @@ class ClientConnection(ClientState, asyncio.Protocol):
 
     async def _upgrade_tls(self, snappy: bool, deflate_level: int) -> Result:
         assert self.transport is not None and self.nsqd.tls_context is not None
-        try:
-            transport = await self.loop.start_tls(
+        self.nsqd.log("INFO", f"PROTOCOL(V2): [{self.remote_address}] upgrading connection to TLS")
+        try:  # a refused handshake: the TLS alert, then nsqd's E_IDENTIFY_FAILED in plaintext
+            transport = await start_tls_server(
+                self.loop,
                 self.transport,
                 self,
                 self.nsqd.tls_context,
-                server_side=True,
-                ssl_handshake_timeout=5.0,
+                handshake_timeout=5.0,
+                after_alert=_identify_failed,
             )
         except (TimeoutError, OSError) as exc:
-            # nsqd writes E_IDENTIFY_FAILED in plaintext here; asyncio has already closed the
-            # socket by now, so the client only sees the connection close
             self.nsqd.log("ERROR", f"[{self.remote_address}] TLS upgrade failed {exc!r}")
             self._close("TLS handshake failed")
             return None
@@ -432,3 +435,9 @@ class ClientConnection(ClientState, asyncio.Protocol):
             transport.pause_reading()
         else:
             transport.resume_reading()
+
+
+def _identify_failed(exc: BaseException) -> bytes:
+    """nsqd's frame after a refused TLS handshake (the reason is OpenSSL's, not Go's)."""
+    reason = getattr(exc, "reason", None) or str(exc)
+    return encode_error(f"E_IDENTIFY_FAILED IDENTIFY failed tls: {reason}".encode())

@@ -3,97 +3,171 @@
 So the embedded server can stand in for ``nsqd`` / ``nsqlookupd`` in another project's test
 script: ``-flag``, ``--flag``, ``-flag=value``, ``-flag value`` (not for booleans), parsing stops
 at the first non-flag argument or ``--``. Every flag of nsqd 1.3.0 / nsqlookupd 1.3.0 is known
-(the lists of their ``--help``); those without meaning in memory are accepted and ignored, the
-caller says so under ``--verbose``. An unknown flag is an error, as in Go.
+(the lists of their ``--help``) with its Go type; those without meaning in memory are accepted
+and ignored, the caller says so under ``--verbose``. An unknown flag, or a value Go would not
+parse, is an error with the message Go's ``flag`` prints (the caller exits 2, as Go does).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-__all__ = ["NSQD_FLAGS", "NSQLOOKUPD_FLAGS", "Flag", "FlagError", "Parsed", "parse", "usage"]
+__all__ = [
+    "NSQD_FLAGS",
+    "NSQLOOKUPD_FLAGS",
+    "Flag",
+    "FlagError",
+    "Parsed",
+    "check_value",
+    "parse",
+    "usage",
+]
 
 
 @dataclasses.dataclass(frozen=True)
 class Flag:
-    """``boolean``: takes no separate value; ``applies``: the embedded server uses it."""
+    """``boolean``: takes no separate value; ``applies``: the embedded server uses it; ``kind``:
+    the Go type, so a bad value gets Go's message (``string``, ``int``, ``duration``, ``bool``,
+    ``list``, ``floats``, ``level``, ``tls-version``, ``tls-required``)."""
 
     boolean: bool = False
     applies: bool = True
+    kind: str = "string"
 
 
-_B, _V, _IGN, _IGN_B = Flag(True), Flag(), Flag(applies=False), Flag(True, applies=False)
+def _f(kind: str, applies: bool = True) -> Flag:
+    return Flag(kind in ("bool", "tls-required"), applies, kind)
+
+
+_S, _I, _D, _B, _L = _f("string"), _f("int"), _f("duration"), _f("bool"), _f("list")
+_IGN_S, _IGN_I, _IGN_D, _IGN_B = (
+    _f(k, applies=False) for k in ("string", "int", "duration", "bool")
+)
 
 NSQD_FLAGS: Final[Mapping[str, Flag]] = {
-    "auth-http-address": _V,
-    "broadcast-address": _V,
-    "broadcast-http-port": _IGN,
-    "broadcast-tcp-port": _IGN,
-    "config": _IGN,
-    "data-path": _IGN,
+    "auth-http-address": _L,
+    "broadcast-address": _S,
+    "broadcast-http-port": _I,
+    "broadcast-tcp-port": _I,
+    "config": _S,
+    "data-path": _IGN_S,
     "deflate": _B,
-    "e2e-processing-latency-percentile": _IGN,
-    "e2e-processing-latency-window-time": _IGN,
-    "http-address": _V,
-    "http-client-connect-timeout": _V,
-    "http-client-request-timeout": _V,
-    "https-address": _V,
-    "log-level": _V,
-    "log-prefix": _IGN,
-    "lookupd-tcp-address": _V,
-    "max-body-size": _V,
-    "max-bytes-per-file": _IGN,
-    "max-channel-consumers": _V,
-    "max-deflate-level": _V,
-    "max-heartbeat-interval": _V,
-    "max-msg-size": _V,
-    "max-msg-timeout": _V,
-    "max-output-buffer-size": _V,
-    "max-output-buffer-timeout": _V,
-    "max-rdy-count": _V,
-    "max-req-timeout": _V,
-    "mem-queue-size": _V,
-    "min-output-buffer-timeout": _V,
-    "msg-timeout": _V,
-    "node-id": _V,
-    "output-buffer-timeout": _V,
-    "queue-scan-selection-count": _IGN,
-    "queue-scan-worker-pool-max": _IGN,
+    "e2e-processing-latency-percentile": _f("floats", applies=False),
+    "e2e-processing-latency-window-time": _IGN_D,
+    "http-address": _S,
+    "http-client-connect-timeout": _D,
+    "http-client-request-timeout": _D,
+    "https-address": _S,
+    "log-level": _f("level"),
+    "log-prefix": _S,
+    "lookupd-tcp-address": _L,
+    "max-body-size": _I,
+    "max-bytes-per-file": _IGN_I,
+    "max-channel-consumers": _I,
+    "max-deflate-level": _I,
+    "max-heartbeat-interval": _D,
+    "max-msg-size": _I,
+    "max-msg-timeout": _D,
+    "max-output-buffer-size": _I,
+    "max-output-buffer-timeout": _D,
+    "max-rdy-count": _I,
+    "max-req-timeout": _D,
+    "mem-queue-size": _I,
+    "min-output-buffer-timeout": _D,
+    "msg-timeout": _D,
+    "node-id": _I,
+    "output-buffer-timeout": _D,
+    "queue-scan-selection-count": _I,
+    "queue-scan-worker-pool-max": _I,
     "snappy": _B,
-    "statsd-address": _IGN,
+    "statsd-address": _IGN_S,
     "statsd-exclude-ephemeral": _IGN_B,
-    "statsd-interval": _IGN,
+    "statsd-interval": _IGN_D,
     "statsd-mem-stats": _IGN_B,
-    "statsd-prefix": _IGN,
-    "statsd-udp-packet-size": _IGN,
-    "sync-every": _IGN,
-    "sync-timeout": _IGN,
-    "tcp-address": _V,
-    "tls-cert": _V,
-    "tls-client-auth-policy": _V,
-    "tls-key": _V,
-    "tls-min-version": _V,
-    "tls-required": _B,  # Go's IsBoolFlag: "-tls-required" alone, or =true/false/tcp-https
-    "tls-root-ca-file": _V,
-    "verbose": _B,  # nsqd: deprecated, no effect; here: daemon logs on stderr
+    "statsd-prefix": _IGN_S,
+    "statsd-udp-packet-size": _IGN_I,
+    "sync-every": _IGN_I,
+    "sync-timeout": _IGN_D,
+    "tcp-address": _S,
+    "tls-cert": _S,
+    "tls-client-auth-policy": _S,
+    "tls-key": _S,
+    "tls-min-version": _f("tls-version"),
+    "tls-required": _f("tls-required"),  # Go's IsBoolFlag: alone, or =true/false/tcp-https
+    "tls-root-ca-file": _S,
+    "verbose": _B,  # nsqd 1.3.0: deprecated, no effect; here: --log-level=debug
     "version": _B,
     "worker-id": _IGN_B,
 }
 
 NSQLOOKUPD_FLAGS: Final[Mapping[str, Flag]] = {
-    "broadcast-address": _V,
-    "config": _IGN,
-    "http-address": _V,
-    "inactive-producer-timeout": _V,
-    "log-level": _IGN,
-    "log-prefix": _IGN,
-    "tcp-address": _V,
-    "tombstone-lifetime": _V,
+    "broadcast-address": _S,
+    "config": _S,
+    "http-address": _S,
+    "inactive-producer-timeout": _D,
+    "log-level": _f("level"),
+    "log-prefix": _S,
+    "tcp-address": _S,
+    "tombstone-lifetime": _D,
     "verbose": _B,
     "version": _B,
 }
+
+_TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+_DURATION: Final = re.compile(
+    r"[-+]?(?:0|(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)"
+)
+_LEVELS: Final = ("debug", "info", "warn", "error", "fatal")
+_TLS_VERSIONS: Final = ("ssl3.0", "tls1.0", "tls1.1", "tls1.2", "tls1.3")
+
+
+def _go_int(text: str) -> int:
+    """``strconv.ParseInt(text, 0, 64)``: 0x/0o/0b prefixes, a leading 0 for octal, ``_``."""
+    body = text.lstrip("+-")
+    if len(body) > 1 and body[0] == "0" and body[1].isdigit():
+        text = text.replace(body, "0o" + body[1:], 1)
+    value = int(text, 0)  # ValueError: Go's "parse error"
+    if not -(1 << 63) <= value < 1 << 63:
+        raise OverflowError
+    return value
+
+
+def check_value(name: str, flag: Flag, value: str) -> str:
+    """``value`` as Go's flag would take it for ``-name`` (normalised: decimal ints,
+    ``true``/``false``), else :class:`FlagError` with Go's message."""
+    kind = flag.kind
+    if kind == "bool":
+        if value in _TRUE or value in _FALSE:
+            return "true" if value in _TRUE else "false"
+        raise FlagError(f'invalid boolean value "{value}" for -{name}: parse error')
+    if kind == "tls-required":
+        if value.lower() == "tcp-https" or value in _TRUE or value in _FALSE:
+            return value.lower() if value.lower() == "tcp-https" else str(value in _TRUE).lower()
+        raise FlagError(
+            f'invalid boolean value "{value}" for -{name}: '
+            f'strconv.ParseBool: parsing "{value}": invalid syntax'
+        )
+    reason = ""
+    if kind == "int":
+        try:
+            return str(_go_int(value))
+        except OverflowError:
+            reason = "value out of range"
+        except ValueError:
+            reason = "parse error"
+    elif kind == "duration" and not _DURATION.fullmatch(value):
+        reason = "parse error"
+    elif kind == "level" and value.lower() not in _LEVELS:
+        reason = f"invalid log level '{value}' (debug, info, warn, error, fatal)"
+    elif kind == "tls-version" and value and value.lower() not in _TLS_VERSIONS:
+        reason = f'unknown tlsVersionOption "{value.lower()}"'
+    if reason:
+        raise FlagError(f'invalid value "{value}" for flag -{name}: {reason}')
+    return value
 
 
 class FlagError(ValueError):
@@ -164,6 +238,7 @@ def parse(argv: Sequence[str], flags: Mapping[str, Flag]) -> Parsed:
                 value = items.pop(0)
             else:
                 raise FlagError(f"flag needs an argument: -{name}")
+        value = check_value(name, flag, value)
         if flag.applies:
             out.values.append((name, value))
         else:
@@ -174,7 +249,7 @@ def parse(argv: Sequence[str], flags: Mapping[str, Flag]) -> Parsed:
 
 def usage(prog: str, flags: Mapping[str, Flag]) -> str:
     """A short ``--help``: the flags, which ones the embedded server ignores."""
-    lines = [f"Usage of {prog} (nsqclient's embedded server, nsqd 1.3.0's flags):"]
+    lines = [f"Usage of {prog}:", "  (nsqclient's embedded server, with the 1.3.0 daemon's flags)"]
     for name, flag in flags.items():
         note = "" if flag.applies else "  (accepted, no effect in memory)"
         lines.append(f"  -{name}{'' if flag.boolean else ' value'}{note}")

@@ -33,6 +33,33 @@ _INT: Final = {
 _FIELDS: Final = {name.lower(): name for name in (*_STR, *_BOOL, *_INT)}
 
 
+# identifyDataV2's fields in declaration order, as Go's %+v prints them
+_GO_NAMES: Final = (
+    ("client_id", "ClientID", ""),
+    ("hostname", "Hostname", ""),
+    ("heartbeat_interval", "HeartbeatInterval", 0),
+    ("output_buffer_size", "OutputBufferSize", 0),
+    ("output_buffer_timeout", "OutputBufferTimeout", 0),
+    ("feature_negotiation", "FeatureNegotiation", False),
+    ("tls_v1", "TLSv1", False),
+    ("deflate", "Deflate", False),
+    ("deflate_level", "DeflateLevel", 0),
+    ("snappy", "Snappy", False),
+    ("sample_rate", "SampleRate", 0),
+    ("user_agent", "UserAgent", ""),
+    ("msg_timeout", "MsgTimeout", 0),
+)
+
+
+def go_struct(data: dict[str, Any]) -> str:
+    """The decoded IDENTIFY as nsqd logs it (``%+v``): ``{ClientID:x Hostname:h ...}``."""
+    parts = []
+    for key, name, default in _GO_NAMES:
+        value = data.get(key, default)
+        parts.append(f"{name}:{str(value).lower() if isinstance(value, bool) else value}")
+    return "{" + " ".join(parts) + "}"
+
+
 class _Float(str):
     """A JSON number literal with a fraction or exponent (Go refuses it for an int field)."""
 
@@ -88,6 +115,7 @@ def handle_identify_body(conn: ClientConnection) -> Generator[Need, bytes, Resul
         data = decode_identify(body)
     except ValueError:
         raise ClientError("E_BAD_BODY", "IDENTIFY failed to decode JSON body") from None
+    conn.nsqd.log("INFO", f"[{conn.remote_address}] IDENTIFY: {go_struct(data)}")
     _apply(conn, data)
     if not data.get("feature_negotiation"):
         return b"OK"

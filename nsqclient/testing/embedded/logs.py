@@ -15,16 +15,27 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["LogBuffer"]
+__all__ = ["LogBuffer", "log_line"]
 
 _LEVELS: Final = {"DEBUG": 1, "INFO": 2, "WARN": 3, "ERROR": 4, "FATAL": 5}
+_LABELS: Final = {"WARN": "WARNING"}  # Go's lg.LogLevel.String()
+
+
+def log_line(prefix: str, level: str, text: str) -> str:
+    """One line as Go's ``log`` with nsqd's flags prints it: ``PREFIX2024/01/02 15:04:05.000000
+    INFO: text`` (``WARN`` shows as ``WARNING``, as nsqd's ``lg`` names it)."""
+    now = time.time()
+    stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now))
+    return f"{prefix}{stamp}.{int(now % 1 * 1e6):06d} {_LABELS.get(level, level)}: {text}"
 
 
 class LogBuffer:
-    """``log(level, text)`` appends ``[name] 2024/01/02 15:04:05.000000 LEVEL: text``."""
+    """``log(level, text)`` appends ``[name] 2024/01/02 15:04:05.000000 LEVEL: text`` (the
+    prefix is ``--log-prefix``; lines below ``level``, nsqd's ``--log-level``, are dropped)."""
 
     def __init__(self, name: str, *, maxlen: int = 5000) -> None:
         self.name = name
+        self.prefix = f"[{name}] "
         self.level = 2
         self.echo: Callable[[str], None] | None = None  # also hand each line here (CLI: stderr)
         self._lines: deque[tuple[int, str]] = deque(maxlen=maxlen)  # (offset, line)
@@ -36,9 +47,7 @@ class LogBuffer:
         number = _LEVELS.get(level, 2)
         if number < self.level:
             return
-        now = time.time()
-        stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now))
-        line = f"[{self.name}] {stamp}.{int(now % 1 * 1e6):06d} {level}: {text}"
+        line = log_line(self.prefix, level, text)
         with self._lock:
             self._lines.append((self._size, line))
             self._size += len(line) + 1

@@ -87,6 +87,7 @@ class LookupPeer:
 
     async def _send(self, cmd: bytes | None) -> None:
         if self._writer is None:
+            self.nsqd.log("INFO", f"LOOKUP connecting to {self.address}")
             try:
                 host, port = split_address(self.address)
                 reader, writer = await asyncio.wait_for(
@@ -125,8 +126,8 @@ class LookupPeer:
             {
                 "broadcast_address": nsqd.broadcast_address,
                 "hostname": socket.gethostname(),
-                "http_port": nsqd.http_port,
-                "tcp_port": nsqd.tcp_port,
+                "http_port": nsqd.broadcast_http_port,
+                "tcp_port": nsqd.broadcast_tcp_port,
                 "version": nsqd.version,
             },
             separators=(",", ":"),
@@ -136,7 +137,17 @@ class LookupPeer:
             if reply == b"E_INVALID":
                 return False
             self.info = json.loads(reply)
-            self.nsqd.log("INFO", f"LOOKUPD({self.address}): peer info {self.info}")
+            info = self.info if isinstance(self.info, dict) else {}
+            shown = " ".join(
+                f"{name}:{info.get(key, '')}"
+                for name, key in (
+                    ("TCPPort", "tcp_port"),
+                    ("HTTPPort", "http_port"),
+                    ("Version", "version"),
+                    ("BroadcastAddress", "broadcast_address"),
+                )
+            )
+            self.nsqd.log("INFO", f"LOOKUPD({self.address}): peer info {{{shown}}}")
             commands = []
             for topic in list(nsqd.broker.topics.values()):
                 if not topic.channels:

@@ -19,6 +19,7 @@ from typing import Final
 
 from ...protocol.names import is_valid_name
 from .httpserver import HttpServer, stop_accepting
+from .listen import WILDCARD_HOSTS, backlog, bound_address, listen_socket, peer_address
 from .logs import LogBuffer
 from .lookupd_db import PeerInfo, RegistrationDB
 from .lookupd_http import LookupdHttpApi
@@ -34,6 +35,8 @@ _FLAGS: Final = frozenset(
         "broadcast_address",
         "inactive_producer_timeout",
         "tombstone_lifetime",
+        "log_level",
+        "log_prefix",
     }
 )
 
@@ -65,7 +68,7 @@ class EmbeddedLookupd:
     ) -> None:
         """Arguments follow nsqlookupd's flags and ``NsqlookupdProcess``'s; ``extra_args``
         takes the flags themselves; ``log_path`` and ``binary`` have no effect."""
-        flags = parse_flags(extra_args, _FLAGS, {"log_level", "log_prefix", "config"})
+        flags = parse_flags(extra_args, _FLAGS, {"config"})
         tcp_address = flags.get("tcp_address", tcp_address)
         http_address = flags.get("http_address", http_address)
         broadcast_address = flags.get("broadcast_address", broadcast_address)
@@ -80,7 +83,7 @@ class EmbeddedLookupd:
         self.options_tcp_address = tcp_address
         self.options_http_address = http_address
         listen_host = split_address(tcp_address)[0]
-        wildcard = listen_host in ("0.0.0.0", "::", "")
+        wildcard = listen_host in WILDCARD_HOSTS
         self.broadcast_address = broadcast_address or (
             socket.gethostname() if wildcard else listen_host
         )
@@ -88,10 +91,13 @@ class EmbeddedLookupd:
         self.tombstone_lifetime = tombstone_lifetime / 1000
         self.db = RegistrationDB()
         self.log = LogBuffer("nsqlookupd")
+        self.log.level = flags.get("log_level", 2)
+        self.log.prefix = flags.get("log_prefix", self.log.prefix)
         self.tcp_port = split_address(tcp_address)[1]
         self.http_port = split_address(http_address)[1]
         self.running = False
         self._tcp: asyncio.Server | None = None
+        self._tcp_bound = ""
         self._http: HttpServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._handlers: set[asyncio.Task[None]] = set()
@@ -127,15 +133,17 @@ class EmbeddedLookupd:
         """
         if self.running:
             return self
-        host = split_address(self.options_tcp_address)[0]
-        self._tcp = await asyncio.start_server(self._serve, host, self.tcp_port)
-        self.tcp_port = self._tcp.sockets[0].getsockname()[1]
+        self.log("INFO", f"nsqlookupd v{VERSION} (built w/nsqclient embedded)")
+        sock = listen_socket(split_address(self.options_tcp_address)[0], self.tcp_port)
+        self._tcp_bound = bound_address(sock)
+        self._tcp = await asyncio.start_server(self._serve, sock=sock, backlog=backlog())
+        self.tcp_port = sock.getsockname()[1]
         self._http = HttpServer(LookupdHttpApi(self), body_limit=1 << 20)
         self.http_port = await self._http.start(
             split_address(self.options_http_address)[0], self.http_port
         )
-        self.log("INFO", f"TCP: listening on {self.tcp_address}")
-        self.log("INFO", f"HTTP: listening on {self.http_address}")
+        self.log("INFO", f"HTTP: listening on {self._http.bound}")
+        self.log("INFO", f"TCP: listening on {self._tcp_bound}")
         self.running = True
         return self
 
@@ -168,6 +176,8 @@ class EmbeddedLookupd:
             return
         self.running = False
         assert self._tcp is not None and self._http is not None
+        self.log("INFO", f"TCP: closing {self._tcp_bound}")
+        self.log("INFO", f"HTTP: closing {self._http.bound}")
         await stop_accepting(self._tcp, self._http.server)
         self._tcp.close()
         self._http.close(abort=abort)
@@ -196,11 +206,15 @@ class EmbeddedLookupd:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
         self._handlers.add(asyncio.current_task())  # type: ignore[arg-type]
-        peer_name = writer.get_extra_info("peername")
-        remote = _join(str(peer_name[0]), int(peer_name[1])) if peer_name else "?"
+        peer_name = peer_address(writer.get_extra_info("peername"))
+        remote = peer_name[1] if peer_name is not None else "?"
         peer: PeerInfo | None = None
+        self.log("INFO", f"TCP: new client({remote})")
         try:
             magic = await reader.readexactly(4)
+            self.log(
+                "INFO", f"CLIENT({remote}): desired protocol magic '{magic.decode('latin-1')}'"
+            )
             if magic != b"  V1":
                 writer.write(_frame(b"E_BAD_PROTOCOL"))
                 return
@@ -220,10 +234,11 @@ class EmbeddedLookupd:
         finally:
             self._handlers.discard(asyncio.current_task())
             self._writers.discard(writer)
+            self.log("INFO", f"PROTOCOL(V1): [{remote}] exiting ioloop")
             if peer is not None:
                 for r in self.db.lookup_registrations(peer.id):
-                    self.db.remove_producer(r, peer.id)
-                self.log("INFO", f"CLIENT({remote}): closed, registrations removed")
+                    if self.db.remove_producer(r, peer.id)[0]:
+                        self._db_log(peer, "UNREGISTER", r)
             writer.close()
 
     async def _exec(
@@ -289,7 +304,8 @@ class EmbeddedLookupd:
             f"CLIENT({remote}): IDENTIFY Address:{new.broadcast_address} "
             f"TCP:{new.tcp_port} HTTP:{new.http_port} Version:{new.version}",
         )
-        self.db.add_producer(("client", "", ""), new)
+        if self.db.add_producer(("client", "", ""), new):
+            self._db_log(new, "REGISTER", ("client", "", ""))
         reply = json.dumps(
             {
                 "broadcast_address": self.broadcast_address,
@@ -302,24 +318,33 @@ class EmbeddedLookupd:
         ).encode()
         return reply, new
 
+    def _db_log(self, peer: PeerInfo, verb: str, key: tuple[str, str, str]) -> None:
+        category, name, sub = key
+        self.log(
+            "INFO", f"DB: client({peer.id}) {verb} category:{category} key:{name} subkey:{sub}"
+        )
+
     def _register(self, peer: PeerInfo, topic: str, channel: str) -> None:
-        if channel:
-            self.db.add_producer(("channel", topic, channel), peer)
-        self.db.add_producer(("topic", topic, ""), peer)
-        self.log("INFO", f"DB: client({peer.id}) REGISTER {topic} {channel}")
+        keys = [("channel", topic, channel)] if channel else []
+        for key in (*keys, ("topic", topic, "")):
+            if self.db.add_producer(key, peer):
+                self._db_log(peer, "REGISTER", key)
 
     def _unregister(self, peer: PeerInfo, topic: str, channel: str) -> None:
-        self.log("INFO", f"DB: client({peer.id}) UNREGISTER {topic} {channel}")
         if channel:
             key = ("channel", topic, channel)
-            _, left = self.db.remove_producer(key, peer.id)
+            removed, left = self.db.remove_producer(key, peer.id)
+            if removed:
+                self._db_log(peer, "UNREGISTER", key)
             if left == 0 and channel.endswith("#ephemeral"):
                 self.db.remove_registration(key)
             return
         for r in self.db.find_registrations("channel", topic, "*"):
             self.db.remove_producer(r, peer.id)
         key = ("topic", topic, "")
-        _, left = self.db.remove_producer(key, peer.id)
+        removed, left = self.db.remove_producer(key, peer.id)
+        if removed:
+            self._db_log(peer, "UNREGISTER", key)
         if left == 0 and topic.endswith("#ephemeral"):
             self.db.remove_registration(key)
 
@@ -341,6 +366,6 @@ def _frame(data: bytes) -> bytes:
 
 
 def _join(host: str, port: int) -> str:
-    if host in ("0.0.0.0", ""):
+    if host in WILDCARD_HOSTS:
         host = "127.0.0.1"
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

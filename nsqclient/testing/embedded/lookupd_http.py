@@ -7,6 +7,7 @@ Arrays are ``[]``, never ``null``; ``/lookup`` of a topic never registered is 40
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from .httpserver import (
     Router,
     plain,
     query_args,
+    request_line,
     topic_channel_args,
     v1_ok,
     valid_name,
@@ -52,8 +54,9 @@ class LookupdHttpApi:
             self.router.add(method, path, handler)
 
     async def __call__(self, request: Request) -> Response:
+        start = time.perf_counter()
         response = await self.router(request)
-        self.lookupd.log("INFO", f"{response.status} {request.method} {request.path}")
+        self.lookupd.log("INFO", request_line(request, response.status, start))
         return response
 
     def _arg(self, request: Request, name: str) -> str:

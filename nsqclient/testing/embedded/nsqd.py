@@ -30,10 +30,12 @@ from typing import Any, Final
 from .auth import AuthState, query_any
 from .connection import ClientConnection
 from .httpserver import HttpServer, stop_accepting
+from .listen import WILDCARD_HOSTS, backlog, bound_address, listen_socket
 from .logs import LogBuffer
 from .lookup_peer import LookupPeer, lookupd_channels, register
 from .nsqd_http import NsqdHttpApi
 from .options import TLS_MIN_VERSIONS, NsqdOptions, parse_flags, split_address
+from .queuescan import QueueScanner
 from .topic import Broker
 
 __all__ = ["EmbeddedNsqd"]
@@ -46,9 +48,6 @@ _IGNORED_FLAGS: Final = frozenset(  # nsqd flags with no effect on an in-memory 
         "max_bytes_per_file",
         "sync_every",
         "sync_timeout",
-        "queue_scan_interval",
-        "queue_scan_selection_count",
-        "queue_scan_worker_pool_max",
         "statsd_address",
         "statsd_prefix",
         "statsd_interval",
@@ -57,10 +56,7 @@ _IGNORED_FLAGS: Final = frozenset(  # nsqd flags with no effect on an in-memory 
         "statsd_exclude_ephemeral",
         "e2e_processing_latency_percentile",
         "e2e_processing_latency_window_time",
-        "log_prefix",
         "config",
-        "broadcast_tcp_port",
-        "broadcast_http_port",
     }
 )
 
@@ -152,12 +148,14 @@ class EmbeddedNsqd:
         self.options = NsqdOptions(**options)
         self.log = LogBuffer("nsqd")
         self.log.level = self.options.log_level
+        self.log.prefix = self.options.log_prefix
         self.tls_context = self._tls_context() if self.options.tls_cert else None
         self.conns: set[ClientConnection] = set()
         self._client_ids = itertools.count(1)
         self._broker: Broker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tcp: asyncio.Server | None = None
+        self._tcp_bound = ""
         self._http: HttpServer | None = None
         self._https: HttpServer | None = None
         self._peers: dict[str, LookupPeer] = {}
@@ -175,7 +173,7 @@ class EmbeddedNsqd:
     def host(self) -> str:
         """The host clients connect to (``127.0.0.1`` when listening on all interfaces)."""
         host = split_address(self.options.tcp_address)[0]
-        return "127.0.0.1" if host in ("0.0.0.0", "") else host
+        return "127.0.0.1" if host in WILDCARD_HOSTS else host
 
     @property
     def tcp_address(self) -> str:
@@ -200,7 +198,17 @@ class EmbeddedNsqd:
         if self.options.broadcast_address:
             return self.options.broadcast_address
         host = split_address(self.options.tcp_address)[0]
-        return socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+        return socket.gethostname() if host in WILDCARD_HOSTS else host
+
+    @property
+    def broadcast_tcp_port(self) -> int:
+        """The TCP port registered with lookupd: ``--broadcast-tcp-port``, else the real one."""
+        return self.options.broadcast_tcp_port or self.tcp_port
+
+    @property
+    def broadcast_http_port(self) -> int:
+        """The HTTP port registered with lookupd: ``--broadcast-http-port``, else the real one."""
+        return self.options.broadcast_http_port or self.http_port
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -267,28 +275,44 @@ class EmbeddedNsqd:
             self._broker.precreate = self._precreate
         else:
             self._broker.rebind(loop)
-        self.log("INFO", f"nsqd v{VERSION} (embedded)")
+        if not opts.precise_timeouts:
+            broker = self._broker
+            self._broker.scanner = QueueScanner(
+                loop,
+                lambda: [c for t in list(broker.topics.values()) for c in t.channels.values()],
+                interval=opts.queue_scan_interval / 1000,
+                refresh_interval=opts.queue_scan_refresh_interval / 1000,
+                selection_count=opts.queue_scan_selection_count,
+                dirty_percent=opts.queue_scan_dirty_percent,
+            )
+        self.log("INFO", f"nsqd v{VERSION} (built w/nsqclient embedded)")
+        self.log("INFO", f"ID: {opts.node_id}")
         self.start_time = time.time()
         host = split_address(opts.tcp_address)[0]
+        sock = listen_socket(host, self.tcp_port)
+        self._tcp_bound = bound_address(sock)
         self._tcp = await loop.create_server(
-            lambda: ClientConnection(self), host, self.tcp_port, reuse_address=True
+            lambda: ClientConnection(self), sock=sock, backlog=backlog()
         )
-        self.tcp_port = self._tcp.sockets[0].getsockname()[1]
-        self.log("INFO", f"TCP: listening on {self.tcp_address}")
+        self.tcp_port = sock.getsockname()[1]
         limit = max(opts.max_body_size, opts.max_msg_size) + 1
         self._http = HttpServer(NsqdHttpApi(self, https=False), body_limit=limit)
         http_host = split_address(opts.http_address)[0]
         self.http_port = await self._http.start(http_host, self.http_port)
-        self.log("INFO", f"HTTP: listening on {self.http_address}")
         if self.tls_context is not None:
             self._https = HttpServer(NsqdHttpApi(self, https=True), body_limit=limit)
             wanted = split_address(opts.https_address)[1] if opts.https_address else 0
             self.https_port = await self._https.start(
                 http_host, self.https_port or wanted, self.tls_context
             )
-            self.log("INFO", f"HTTPS: listening on {self.https_address}")
         self.running = True
+        if self._broker.scanner is not None:
+            self._broker.scanner.start()
         self.set_lookupd_addresses(list(opts.lookupd_tcp_addresses))
+        self.log("INFO", f"TCP: listening on {self._tcp_bound}")
+        self.log("INFO", f"HTTP: listening on {self._http.bound}")
+        if self._https is not None:
+            self.log("INFO", f"HTTPS: listening on {self._https.bound}")
         self._ping_task = loop.create_task(self._ping_loop())
         return self
 
@@ -326,10 +350,15 @@ class EmbeddedNsqd:
                 self._broker = None
             return
         self.running = False
-        self.log("INFO", "NSQ: closing" if not abort else "NSQ: killed")
+        if abort:
+            self.log("INFO", "NSQ: killed")
         if self._ping_task is not None:
             self._ping_task.cancel()
         assert self._tcp is not None
+        self.log("INFO", f"TCP: closing {self._tcp_bound}")
+        for name, listener in (("HTTP", self._http), ("HTTPS", self._https)):
+            if listener is not None:
+                self.log("INFO", f"{name}: closing {listener.bound}")
         await stop_accepting(self._tcp, *(s.server for s in (self._http, self._https) if s))
         self._tcp.close()
         for server in (self._http, self._https):
@@ -343,9 +372,16 @@ class EmbeddedNsqd:
         self._peers.clear()
         for conn in list(self.conns):
             conn.abort() if abort else conn.close_by_server()
+        self.log("INFO", "NSQ: closing topics")
+        if self.broker.scanner is not None:
+            self.broker.scanner.stop()
+            self.broker.scanner = None
         self.broker.shutdown(keep)
         if keep == "nothing":
             self._broker = None
+        self.log("INFO", "NSQ: stopping subsystems")
+        self.log("INFO", "LOOKUP: closing")
+        self.log("INFO", "QUEUESCAN: closing")
         await self._tcp.wait_closed()
         for server in (self._http, self._https):
             if server is not None:
@@ -357,6 +393,7 @@ class EmbeddedNsqd:
             except TimeoutError:
                 self.log("WARN", f"{len(self.conns)} connections did not close")
             self._all_closed = None
+        self.log("INFO", "NSQ: bye")
 
     async def __aenter__(self) -> EmbeddedNsqd:
         return await self.start()
@@ -386,7 +423,10 @@ class EmbeddedNsqd:
 
     def _notify(self, topic: str, channel: str | None, registered: bool) -> None:
         cmd = register(topic, channel, on=registered)
-        for peer in self._peers.values():
+        verb = "REGISTER" if registered else "UNREGISTER"
+        what = f"channel {verb} {topic} {channel}" if channel else f"topic {verb} {topic}"
+        for address, peer in self._peers.items():
+            self.log("INFO", f"LOOKUPD({address}): {what}")
             peer.command(cmd)
 
     def _precreate(self, topic: str) -> Awaitable[list[str]] | None:
@@ -448,6 +488,6 @@ class EmbeddedNsqd:
 
 
 def _join(host: str, port: int) -> str:
-    if host in ("0.0.0.0", ""):
+    if host in WILDCARD_HOSTS:
         host = "127.0.0.1"
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

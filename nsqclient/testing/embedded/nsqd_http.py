@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
@@ -20,6 +21,7 @@ from .httpserver import (
     Router,
     plain,
     query_args,
+    request_line,
     topic_channel_args,
     v1_ok,
     valid_name,
@@ -78,10 +80,10 @@ class NsqdHttpApi:
                     ("Content-Type", "application/json; charset=utf-8"),
                 ],
             )
+        start = time.perf_counter()
         response = await self.router(request)
-        self.nsqd.log(
-            "INFO", f"{response.status} {request.method} {request.path} ({request.remote})"
-        )
+        if request.path not in ("/pub", "/mpub"):  # nsqd logs every route but these two
+            self.nsqd.log("INFO", request_line(request, response.status, start))
         return response
 
     async def _get_topic(self, name: str) -> Topic:
@@ -250,7 +252,7 @@ class NsqdHttpApi:
             else:
                 raise HttpError(400, "INVALID_OPTION")
         found, value = nsqd.options.config_value(
-            opt, tcp_port=nsqd.tcp_port, http_port=nsqd.http_port
+            opt, tcp_port=nsqd.broadcast_tcp_port, http_port=nsqd.broadcast_http_port
         )
         if not found:
             raise HttpError(400, "INVALID_OPTION")

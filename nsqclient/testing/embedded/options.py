@@ -45,6 +45,8 @@ class NsqdOptions:
     http_address: str = "127.0.0.1:0"
     https_address: str | None = None
     broadcast_address: str | None = None
+    broadcast_tcp_port: int = 0  # 0: the port listened on, as nsqd
+    broadcast_http_port: int = 0
     lookupd_tcp_addresses: tuple[str, ...] = ()
     lookupd_ping_interval: int = 15_000
     node_id: int = 0
@@ -75,6 +77,16 @@ class NsqdOptions:
     deflate: bool = True
     max_deflate_level: int = 6
     log_level: int = 2  # nsqd's lg.INFO
+    log_prefix: str = "[nsqd] "
+    # nsqd's queue scan (queueScanLoop): timeouts and deferred messages are found by sampling
+    # channels every interval; new channels join the sample at the next refresh. The interval,
+    # refresh and dirty share are not flags in nsqd (here keyword arguments, in ms).
+    queue_scan_interval: int = 100
+    queue_scan_refresh_interval: int = 5_000
+    queue_scan_selection_count: int = 20
+    queue_scan_worker_pool_max: int = 4
+    queue_scan_dirty_percent: float = 0.25
+    precise_timeouts: bool = False  # True: one exact timer per channel instead (faster tests)
 
     def __post_init__(self) -> None:
         if isinstance(self.tls_required, str) and self.tls_required != "tcp-https":
@@ -104,7 +116,7 @@ class NsqdOptions:
         values: dict[str, Any] = {
             "id": self.node_id,
             "log_level": self.log_level,
-            "log_prefix": "[nsqd] ",
+            "log_prefix": self.log_prefix,
             "tcp_address": self.tcp_address,
             "http_address": self.http_address,
             "https_address": self.https_address or "",
@@ -120,8 +132,8 @@ class NsqdOptions:
             "max_bytes_per_file": 104_857_600,
             "sync_every": 2500,
             "sync_timeout": 2000 * ms,
-            "queue_scan_selection_count": 20,
-            "queue_scan_worker_pool_max": 4,
+            "queue_scan_selection_count": self.queue_scan_selection_count,
+            "queue_scan_worker_pool_max": self.queue_scan_worker_pool_max,
             "msg_timeout": self.msg_timeout * ms,
             "max_msg_timeout": self.max_msg_timeout * ms,
             "max_msg_size": self.max_msg_size,
@@ -172,6 +184,8 @@ DURATION_FLAGS = frozenset(
         "http_client_request_timeout",
         "inactive_producer_timeout",
         "tombstone_lifetime",
+        "queue_scan_interval",
+        "queue_scan_refresh_interval",
     }
 )
 LIST_FLAGS = {

@@ -14,8 +14,12 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
 
 from .channel import Channel, Message
+
+if TYPE_CHECKING:
+    from .queuescan import QueueScanner
 
 __all__ = ["Broker", "Topic"]
 
@@ -161,6 +165,7 @@ class Broker:
         self.topics: dict[str, Topic] = {}
         self.notify: Callable[[str, str | None, bool], None] = lambda t, c, r: None
         self.precreate: Callable[[str], Awaitable[list[str]] | None] = lambda t: None
+        self.scanner: QueueScanner | None = None  # nsqd's queue scan; None: exact timers
         self._next_id = (((time.time_ns() >> 20) - _TWEPOCH) << 22) | ((node_id & 1023) << 12)
 
     def new_message(self, body: bytes, deferred: float = 0.0) -> Message:
