@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Any, Final
 
 from .auth import AuthState, query_any
-from .connection import ClientConnection
+from .connection import ClientConnection, preload_codecs
 from .httpserver import HttpServer, stop_accepting
 from .logs import LogBuffer
 from .lookup_peer import LookupPeer, lookupd_channels, register
@@ -268,6 +268,7 @@ class EmbeddedNsqd:
         else:
             self._broker.rebind(loop)
         self.log("INFO", f"nsqd v{VERSION} (embedded)")
+        preload_codecs(snappy=opts.snappy)
         self.start_time = time.time()
         host = split_address(opts.tcp_address)[0]
         self._tcp = await loop.create_server(
