@@ -9,6 +9,8 @@
 * ``fleet/``: consumers across many nsqd found through nsqlookupd, nsqclient beside go-nsq
   (``python -m benchmarks.fleet``, ``bash test_service/benchmark_fleet.sh``).
 * ``sync_bench.py``: the blocking facade against the asyncio core on one nsqd.
+* ``blocking.py``: the blocking face against a bare socket per thread (its floor), with
+  ``--before`` another checkout's in the same run.
 * ``decoder_bench.py``, ``flow_bench.py``: micro-benchmarks of the frame decoder and of the RDY
   controller's per-message path.
 
