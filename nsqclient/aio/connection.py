@@ -214,10 +214,10 @@ class Connection(asyncio.BufferedProtocol):
     """A connection to one nsqd, used by exactly one Reader or Writer on one event loop.
 
     A buffered protocol: the transport reads into one buffer of ``_READ_SIZE`` bytes owned by
-    the connection (``get_buffer``), and :meth:`buffer_updated` hands a copy of what was read to
-    :meth:`data_received`. asyncio's plain ``Protocol`` reads with ``recv(256 KiB)``: CPython
-    allocates those 256 KiB for every read, above glibc's mmap threshold, which cost about 9 µs
-    per read here against 1 µs for ``recv_into`` (a Writer reads one 10-byte OK at a time).
+    the connection (``get_buffer``), and ``buffer_updated`` decodes a copy of what was read.
+    asyncio's plain ``Protocol`` reads with ``recv(256 KiB)``: CPython allocates those 256 KiB
+    for every read, above glibc's mmap threshold, which cost about 9 µs per read here against
+    1 µs for ``recv_into`` (a Writer reads one 10-byte OK at a time).
     """
 
     def __init__(
