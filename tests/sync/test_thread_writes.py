@@ -198,7 +198,9 @@ def test_a_body_larger_than_the_socket_buffer(nsqd_factory: Any) -> None:
         futures += [w.pub_nowait(topic, b"small-%d" % i, timeout=30) for i in range(50)]
         for future in futures:
             future.result(timeout=30)
-        assert w.stats()["written_by_threads"] >= 52
+        # the big one at least went by the thread; behind it, while the loop writes the rest
+        # (writes paused), the others may cross to the loop instead
+        assert w.stats()["written_by_threads"] >= 1
     assert message_count(nsqd, topic) == 1 + 8 + 50
 
 
