@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import shlex
 import signal
 import sys
@@ -213,6 +214,19 @@ async def _wait_registered(lookupd: EmbeddedLookupd, nsqds: list[EmbeddedNsqd]) 
             await asyncio.sleep(0.01)
 
 
+def tune_gc() -> None:
+    """A server process's collector for millions of queued messages (``bench_writer``).
+
+    Every queued message is a GC-tracked object, and CPython's default thresholds (700, 10, 10)
+    re-scan the growing backlog so often that collection took half of an MPUB's time. Messages
+    form no cycles (refcounting frees them), so the young generations are scanned 70x less often
+    and the start-up objects are moved out of the scans. Only in the server's own process: the
+    threaded and in-loop servers leave their host's collector alone.
+    """
+    gc.freeze()
+    gc.set_threshold(50_000, 100, 1000)
+
+
 SHIM = """#!/bin/sh
 # {name} played by nsqclient's embedded server (written by python -m nsqclient.testing shims)
 exec {python} -m nsqclient.testing {name} "$@"
@@ -236,9 +250,7 @@ def write_shims(folder: str) -> list[Path]:
 EXAMPLE = "--lookupd --tcp-address 127.0.0.1:0 --http-address 127.0.0.1:0 --env-file cluster.env"
 
 
-def main(
-    argv: Sequence[str] | None = None, prog: str | None = None, *, debug: bool = False
-) -> int:
+def main(argv: Sequence[str] | None = None, prog: str | None = None, *, debug: bool = False) -> int:
     """Run the embedded server (or write the PATH shims); ``debug`` prints an error's traceback."""
     args = list(sys.argv[1:] if argv is None else argv)
     prog = prog or _prog()
@@ -268,6 +280,7 @@ def main(
             return 0
         print(f"{exc}\n{text}", file=sys.stderr)
         return 2
+    tune_gc()
     try:
         asyncio.run(serve(config))
     except (OSError, ValueError) as exc:
