@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build nsqd, nsqlookupd, nsqadmin, nsq_tail, to_nsq and bench_reader (the version pinned in
-# test_service/nsqbuild/go.mod) from the Go module proxy into test_service/.bin/.
+# Build nsqd, nsqlookupd, nsqadmin, nsq_tail, to_nsq, bench_reader and bench_writer (the version
+# pinned in test_service/nsqbuild/go.mod) from the Go module proxy into test_service/.bin/.
 #
 # Idempotent: when the binaries exist and the stamp file records the same pinned sources
 # (go.mod + go.sum + tools.go), it exits at once without touching Go.
@@ -13,8 +13,9 @@ mod_dir="$here/nsqbuild"
 bin_dir="$here/.bin"
 stamp="$bin_dir/.stamp"
 # nsq_tail and to_nsq: the CLI interop tests (tests/cli); bench_reader (nsq's bench/, not apps/):
-# benchmarks/drain_vs_bench_reader.py, one nsqd drained by nsq's own Go reader
-apps=(nsqd nsqlookupd nsqadmin nsq_tail to_nsq bench_reader)
+# benchmarks/drain_vs_bench_reader.py, one nsqd drained by nsq's own Go reader; bench_writer and
+# bench_reader: benchmarks/embedded_vs_nsqd.py, the embedded server against real nsqd
+apps=(nsqd nsqlookupd nsqadmin nsq_tail to_nsq bench_reader bench_writer)
 
 die() {
     echo "build_nsq.sh: ERROR: $*" >&2

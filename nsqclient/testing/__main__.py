@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import hashlib
 import shlex
 import signal
@@ -250,6 +251,19 @@ async def _wait_registered(lookupd: EmbeddedLookupd, nsqds: list[EmbeddedNsqd]) 
             await asyncio.sleep(0.01)
 
 
+def tune_gc() -> None:
+    """A server process's collector for millions of queued messages (``bench_writer``).
+
+    Every queued message is a GC-tracked object, and CPython's default thresholds (700, 10, 10)
+    re-scan the growing backlog so often that collection took half of an MPUB's time. Messages
+    form no cycles (refcounting frees them), so the young generations are scanned 70x less often
+    and the start-up objects are moved out of the scans. Only in the server's own process: the
+    threaded and in-loop servers leave their host's collector alone.
+    """
+    gc.freeze()
+    gc.set_threshold(50_000, 100, 1000)
+
+
 SHIM = """#!/bin/sh
 # {name} played by nsqclient's embedded server (written by python -m nsqclient.testing shims)
 exec {python} -m nsqclient.testing {name} "$@"
@@ -306,6 +320,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None, *, debug: b
     except ConfigError as exc:  # nsqd's logFatal: one FATAL line, exit 1
         print(log_line(f"[{mode or 'nsqd'}] ", "FATAL", str(exc)), file=sys.stderr)
         return 1
+    tune_gc()
     try:
         asyncio.run(serve(config))
     except (OSError, ValueError) as exc:

@@ -18,7 +18,7 @@ from ...protocol.compression import Codec, DeflateCodec, SnappyCodec
 from ...protocol.frames import encode_error, encode_message, encode_response
 from .auth import common_name
 from .client import ClientState
-from .commands import Need, Result, execute
+from .commands import ItemReader, Need, Result, execute
 from .framing import bufio_writes, deflate_writes, flushes, snappy_writes
 from .listen import peer_address
 from .tlsalert import start_tls_server
@@ -107,7 +107,7 @@ class ClientConnection(ClientState, asyncio.Protocol):
 
     def eof_received(self) -> bool | None:
         if self._body is not None and not self._busy:
-            self._fail(ClientError(self._need[1], self._need[2]))
+            self._fail(self._read_failed())
         self._close("EOF")
         return None
 
@@ -160,12 +160,24 @@ class ClientConnection(ClientState, asyncio.Protocol):
         try:
             while not (self._busy or self.closed or self._write_paused):
                 if self._body is not None:
-                    need = self._need[0]
-                    if len(buf) - pos < need:
-                        break
-                    chunk = bytes(buf[pos : pos + need])
-                    pos += need
-                    self._step(self._body, chunk)
+                    need = self._need
+                    if isinstance(need, ItemReader):
+                        try:
+                            pos = need.feed(buf, pos)
+                        except ClientError as exc:
+                            self._body = None
+                            self._fail(exc)
+                        else:
+                            if not need.done:
+                                break
+                            self._step(self._body, None)
+                    else:
+                        size = need[0]
+                        if len(buf) - pos < size:
+                            break
+                        chunk = bytes(buf[pos : pos + size])
+                        pos += size
+                        self._step(self._body, chunk)
                 else:
                     nl = buf.find(b"\n", pos)
                     if nl < 0:
@@ -206,6 +218,12 @@ class ClientConnection(ClientState, asyncio.Protocol):
             self._fail(exc)
         else:
             self._body = body
+
+    def _read_failed(self) -> ClientError:
+        """The error of the body read in progress when the stream ends or times out."""
+        need = self._need
+        code, text = need.need if isinstance(need, ItemReader) else need[1:]
+        return ClientError(code, text)
 
     def _dispatch(self, result: Result) -> None:
         if result is None:
@@ -428,7 +446,7 @@ class ClientConnection(ClientState, asyncio.Protocol):
             self._timer("deadline", max(self._deadline, now + 0.05), self._check_deadline)
             return
         if self._body is not None:
-            self._fail(ClientError(self._need[1], self._need[2]))
+            self._fail(self._read_failed())
         self._close("failed to read command - i/o timeout")
 
     def _write_timeout(self) -> None:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
-from .commands import read_mpub_items
+from .commands import ItemReader, read_mpub_items
 from .httpserver import (
     HttpError,
     Request,
@@ -275,6 +275,12 @@ def _read_binary(body: bytes, max_msg: int, max_body: int) -> list[bytes]:
     try:
         need = next(reader)
         while True:
+            if isinstance(need, ItemReader):
+                pos = need.feed(body, pos)
+                if not need.done:
+                    raise HttpError(413, need.need[0][2:])
+                need = reader.send(None)  # type: ignore[arg-type]
+                continue
             if len(body) - pos < need[0]:
                 raise HttpError(413, need[1][2:])
             chunk = body[pos : pos + need[0]]

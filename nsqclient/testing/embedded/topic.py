@@ -11,6 +11,7 @@ channel) goes. Non-ephemeral queues are unbounded here (nsqd spills them to disk
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -172,6 +173,13 @@ class Broker:
         """A message with a fresh 16-hex-digit ID (nsqd's layout, then a counter)."""
         self._next_id += 1
         return Message(b"%016x" % self._next_id, body, time.time_ns(), deferred)
+
+    def new_messages(self, bodies: list[bytes]) -> list[Message]:
+        """One MPUB's messages: consecutive IDs, one timestamp (nsqd's differ by nanoseconds)."""
+        first = self._next_id + 1
+        self._next_id += len(bodies)
+        now = time.time_ns()
+        return [Message(b"%016x" % n, body, now) for n, body in zip(itertools.count(first), bodies)]
 
     def get_topic(self, name: str) -> Topic:
         topic = self.topics.get(name)
