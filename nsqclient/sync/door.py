@@ -203,30 +203,37 @@ class ThreadWrites:
         conn._next_deadline = earliest
         if timed < conn._wake_at:  # a pub_nowait: no thread watches its deadline, the loop must
             self._loop.call_soon_threadsafe(conn._arm_by, timed)
-        data = datas[0] if len(datas) == 1 else b"".join(datas)
+        failed = self._send_locked(sock, datas[0] if len(datas) == 1 else b"".join(datas))
+        if failed is not None:
+            # broken: the loop's read sees it too; until then what is pending may or may not
+            # have reached nsqd (it fails as such when the loop drops the connection)
+            error = ConnectionClosedError(f"write failed: {failed}", address=conn.address)
+            self._loop.call_soon_threadsafe(conn.abort, error)
+
+    def _send_locked(self, sock: socket.socket, data: bytes) -> OSError | None:
+        """Write ``data`` (holding :attr:`lock`): behind the loop's unwritten bytes if there
+        are any (in its next flush), else straight to the socket, the loop writing whatever
+        did not fit; the error if the socket is broken."""
+        conn = self._conn
         if conn._flush_scheduled or conn._wbuf or conn._wrest is not None or (
-            transport.get_write_buffer_size()
+            self._transport.get_write_buffer_size()
         ):
-            # the loop has bytes to write first: these go in its flush, behind them
             conn._wbuf.append(data)
             if not conn._flush_scheduled:
                 conn._flush_scheduled = True
                 self._loop.call_soon_threadsafe(conn._flush)
-            return
+            return None
         try:
             n = sock.send(data)
         except (BlockingIOError, InterruptedError):
             n = 0
         except OSError as exc:
-            # broken: the loop's read sees it too; until then what is pending may or may not
-            # have reached nsqd (it fails as such when the loop drops the connection)
-            error = ConnectionClosedError(f"write failed: {exc}", address=conn.address)
-            self._loop.call_soon_threadsafe(conn.abort, error)
-            return
+            return exc
         if n < len(data):  # the socket's buffer is full: the loop writes the rest, first
             conn._wbuf.append(data[n:])
             conn._flush_scheduled = True
             self._loop.call_soon_threadsafe(conn._flush)
+        return None
 
     def overdue(self) -> None:
         """A thread's sent publish got no reply by its deadline: let the loop look (thread-safe)."""
@@ -238,26 +245,13 @@ class ThreadWrites:
     def _write_nop_locked(self) -> None:
         """Answer a heartbeat a thread read (holding :attr:`lock`): behind the loop's unwritten
         bytes if there are any, else straight to the socket."""
-        conn = self._conn
         sock = self._sock
-        if sock is None or conn.state is not _CONNECTED:
+        if sock is None or self._conn.state is not _CONNECTED:
             return
-        if conn._flush_scheduled or conn._wbuf or conn._wrest is not None or (
-            self._transport.get_write_buffer_size()
-        ):
-            conn._wbuf.append(_NOP)
-            if not conn._flush_scheduled:
-                conn._flush_scheduled = True
-                self._loop.call_soon_threadsafe(conn._flush)
-            return
-        try:
-            n = sock.send(_NOP)
-        except OSError:
-            n = 0
-        if n < len(_NOP):
-            conn._wbuf.append(_NOP[n:])
-            conn._flush_scheduled = True
-            self._loop.call_soon_threadsafe(conn._flush)
+        if self._send_locked(sock, _NOP) is not None:  # broken: the loop writes it, or finds out
+            self._conn._wbuf.append(_NOP)
+            self._conn._flush_scheduled = True
+            self._loop.call_soon_threadsafe(self._conn._flush)
 
     def read_for(self, ticket: Any, remaining: float) -> bool:
         """Read replies in the calling thread until ``ticket`` is done (at most one slice of
