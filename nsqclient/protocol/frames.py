@@ -128,6 +128,8 @@ HEARTBEAT: Final = Heartbeat()
 CLOSE_WAIT: Final = CloseWait(b"CLOSE_WAIT")
 OK: Final = Response(b"OK")
 _OK_FRAME: Final = b"\x00\x00\x00\x06\x00\x00\x00\x00OK"  # size 6, type 0 (response), OK
+#: one OK reply as it is on the wire (a publisher's read of just this is its acknowledgement)
+OK_FRAME: Final = _OK_FRAME
 
 Event = Message | Response | Heartbeat | ErrorFrame
 

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from ..aio.connection import ConnectionState
 from ..errors import ConnectionClosedError, ProtocolError
 from ..protocol import commands
-from ..protocol.frames import HEARTBEAT, OK
+from ..protocol.frames import HEARTBEAT, OK, OK_FRAME
 
 if TYPE_CHECKING:
     from ..aio.connection import Connection
@@ -61,8 +61,10 @@ __all__ = ["ThreadWrites"]
 
 _CONNECTED = ConnectionState.CONNECTED
 _INF = float("inf")
+_monotonic = time.monotonic
 _QUEUED, _SENT, _DONE = 0, 1, 2  # PublishTicket's states (sync.publish)
 _NOP = commands.nop()
+_ONE_OK = [OK]
 #: seconds without a thread reading after which the loop reads again (well under nsqd's
 #: heartbeat interval: a heartbeat is answered within this)
 _IDLE = 0.25
@@ -111,7 +113,8 @@ class ThreadWrites:
         self.read_lock = threading.Lock()  # the read baton
         self._poll = select.poll()
         self._poll.register(self._sock.fileno(), _POLL_IN)
-        self._rview = memoryview(bytearray(_READ_SIZE))
+        self._rbuf = bytearray(_READ_SIZE)
+        self._rview = memoryview(self._rbuf)
         self._switch = False  # loop: pass reading to the threads at the end of this read
         self._want_loop = False  # the loop asked for reading back while a thread held it
         self._loop_until = 0.0  # loop: no passing to threads before this (its own traffic)
@@ -148,6 +151,53 @@ class ThreadWrites:
         """Queue ``ticket`` and write it (with whatever else is queued) if no one else is."""
         self._queue.append(ticket)
         self.write_queued()
+
+    def submit_own(self, ticket: Any) -> None:
+        """:meth:`submit` for the calling thread's own blocking publish: written at once when
+        nothing is queued and the lock is free (no one else can have withdrawn it, so no
+        claim), else queued like any other."""
+        queue = self._queue
+        lock = self.lock
+        if queue or not lock.acquire(blocking=False):
+            queue.append(ticket)
+            self.write_queued()
+            return
+        try:
+            conn = self._conn
+            sock = self._sock
+            if (
+                sock is None
+                or conn.state is not _CONNECTED
+                or conn._write_paused_at is not None
+                or self._transport.is_closing()
+            ):
+                self._spill([ticket])  # never written: the loop's path sends or fails it
+                return
+            ticket.state = _SENT
+            ticket._on_sent_done = self._settle_blocking
+            pending = conn._pending
+            if not pending:
+                conn._waiting_since = _monotonic()
+            deadline = ticket.deadline
+            if deadline < conn._next_deadline:
+                conn._next_deadline = deadline
+            data = ticket.data
+            pending.append((ticket, deadline, data))
+            self.sent += 1
+            failed = self._send_locked(sock, data)
+            if failed is not None:
+                self._broken(failed)
+        finally:
+            lock.release()
+        if queue:  # queued while this thread held the lock
+            self.write_queued()
+
+    def _broken(self, failed: OSError) -> None:
+        # the loop's read sees it too; until then what is pending may or may not have reached
+        # nsqd (it fails as such when the loop drops the connection)
+        conn = self._conn
+        error = ConnectionClosedError(f"write failed: {failed}", address=conn.address)
+        self._loop.call_soon_threadsafe(conn.abort, error)
 
     def write_queued(self) -> None:
         queue = self._queue
@@ -205,10 +255,7 @@ class ThreadWrites:
             self._loop.call_soon_threadsafe(conn._arm_by, timed)
         failed = self._send_locked(sock, datas[0] if len(datas) == 1 else b"".join(datas))
         if failed is not None:
-            # broken: the loop's read sees it too; until then what is pending may or may not
-            # have reached nsqd (it fails as such when the loop drops the connection)
-            error = ConnectionClosedError(f"write failed: {failed}", address=conn.address)
-            self._loop.call_soon_threadsafe(conn.abort, error)
+            self._broken(failed)
 
     def _send_locked(self, sock: socket.socket, data: bytes) -> OSError | None:
         """Write ``data`` (holding :attr:`lock`): behind the loop's unwritten bytes if there
@@ -262,16 +309,24 @@ class ThreadWrites:
         try:
             if not self.reading:
                 return False
-            end = time.monotonic() + (remaining if remaining < _SLICE else _SLICE)
             poll = self._poll.poll
-            while ticket.state != _DONE and self.reading:
+            wait = remaining if remaining < _SLICE else _SLICE
+            end = 0.0
+            while True:
                 if self._want_loop:
                     self._hand_back([])
                     break
-                wait = end - time.monotonic()
-                if wait <= 0 or not poll(wait * 1000.0 + 1.0):
+                if not poll(wait * 1000.0 + 1.0):
                     break  # the slice passed: the caller looks at its deadline
                 self._read_once(ticket)
+                if ticket.state == _DONE or not self.reading:
+                    break
+                # a read for other threads' tickets: poll again for what is left of the slice
+                if not end:
+                    end = _monotonic() + wait
+                wait = end - _monotonic()
+                if wait <= 0:
+                    break
         finally:
             closing = self._closing
             lock.release()
@@ -297,54 +352,78 @@ class ThreadWrites:
         if not n:
             self._hand_back([])  # the end of the stream: the loop reads it again
             return
-        now = time.monotonic()
+        now = _monotonic()
         self._last_read = now
-        try:
-            events = conn._decoder.feed(self._rview[:n].tobytes())
-        except ProtocolError as exc:
-            self.reading = False
-            self._loop.call_soon_threadsafe(self._damaged, exc)
-            return
-        if not events:
-            return
+        decoder = conn._decoder
+        if n == 10 and self._rbuf.startswith(OK_FRAME) and not decoder.buffered:
+            events = _ONE_OK  # one OK alone, as a single publisher reads it: no decoding
+        else:
+            try:
+                events = decoder.feed(self._rview[:n].tobytes())
+            except ProtocolError as exc:
+                self.reading = False
+                self._loop.call_soon_threadsafe(self._damaged, exc)
+                return
+            if not events:
+                return
         conn._last_read = now
-        done: list[Any] = []
+        done: list[Any] | None = None
         lock = self.lock
         lock.acquire()
         try:
             pending = conn._pending
-            ok = 0
-            for i, event in enumerate(events):
-                if event is OK and pending:
-                    head: Any = pending[0][0]
-                    if getattr(head, "_door", None) is self:
-                        pending.popleft()
-                        conn._waiting_since = now
-                        head._on_sent_done = None  # settled here, not by the loop
-                        ok += head.count
-                        done.append(head)
-                        continue
-                elif event is HEARTBEAT:
-                    conn.heartbeats_received += 1
-                    self._write_nop_locked()
-                    continue
-                self._hand_back(events[i:])
-                break
-            self.ok += ok
-            self.done_threads += len(done)
+            if len(events) == 1 and events[0] is OK and pending and pending[0][0] is me:
+                # the common case, one thread publishing: its own reply, alone
+                pending.popleft()
+                conn._waiting_since = now
+                me._on_sent_done = None  # settled here, not by the loop
+                self.ok += me.count
+                self.done_threads += 1
+                me.error = None
+                me.state = _DONE
+            else:
+                done = self._match_locked(events, pending, now)
         finally:
             lock.release()
         if self._queue:
             self.write_queued()  # queued while this thread held the lock
-        for ticket in done:
-            if ticket is me:
-                ticket.error = None
-                ticket.state = _DONE
-            else:
-                ticket.complete(None)  # wakes its thread (or resolves its future)
+        if done:
+            for ticket in done:
+                if ticket is me:
+                    ticket.error = None
+                    ticket.state = _DONE
+                else:
+                    ticket.complete(None)  # wakes its thread (or resolves its future)
         writer = self._writer
         if writer._idle_waiters or writer._slot_waiters:  # graceful_close, a waiting publish
             self._loop.call_soon_threadsafe(writer._after_release)
+
+    def _match_locked(self, events: list[Any], pending: Any, now: float) -> list[Any]:
+        """The tickets of this door that ``events`` answer, taken off the FIFO (holding
+        :attr:`lock`); a heartbeat is answered; the rest of the read from the first event
+        that is not ours goes back to the loop."""
+        conn = self._conn
+        done: list[Any] = []
+        ok = 0
+        for i, event in enumerate(events):
+            if event is OK and pending:
+                head: Any = pending[0][0]
+                if getattr(head, "_door", None) is self:
+                    pending.popleft()
+                    conn._waiting_since = now
+                    head._on_sent_done = None  # settled here, not by the loop
+                    ok += head.count
+                    done.append(head)
+                    continue
+            elif event is HEARTBEAT:
+                conn.heartbeats_received += 1
+                self._write_nop_locked()
+                continue
+            self._hand_back(events[i:])
+            break
+        self.ok += ok
+        self.done_threads += len(done)
+        return done
 
     def _hand_back(self, events: list[Any]) -> None:
         """Reading goes back to the loop (holding the baton), with what was read for it."""

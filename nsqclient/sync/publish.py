@@ -60,6 +60,7 @@ class PublishTicket:
         count: int,
         deadline: float,
         future: concurrent.futures.Future[None] | None = None,
+        waker: Waker | None = None,
     ) -> None:
         self.data = data
         self.count = count
@@ -72,7 +73,9 @@ class PublishTicket:
         #: the connection door a thread wrote it through (None: it crossed to the loop)
         self._door: ThreadWrites | None = None
         #: the publishing thread's wake-up line (None for ``pub_nowait``: its future is)
-        self._waker: Waker | None = thread_waker() if future is None else None
+        self._waker: Waker | None = (
+            (waker or thread_waker()) if future is None else None
+        )
 
     # -- thread side --
 

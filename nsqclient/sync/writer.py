@@ -22,6 +22,7 @@ from ..errors import ClosedError
 from ..observer import Observer, observer_for
 from ..protocol import commands
 from ..protocol.names import Body, single_body_batch
+from . import portal, wakes
 from .door import ThreadWrites
 from .lifecycle import FacadeLifecycle
 from .portal import LoopThread
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SyncWriter"]
 
+_monotonic = time.monotonic
 _GRACE = 2.0  # seconds a thread waits beyond the publish timeout before giving up on the loop
 _SETUP_TIMEOUT = 10.0
 
@@ -120,29 +122,39 @@ class SyncWriter(FacadeLifecycle):
         future: concurrent.futures.Future[None] | None = None,
     ) -> PublishTicket:
         # the caller checked the object already (``_core()``, for the encoding's size limits)
-        self._portal.check_not_in_loop("SyncWriter publishing")
+        if future is None:
+            # a thread's waker exists once this check passed in it (the loop thread never
+            # gets one), so the check runs once per thread, not per publish
+            waker = getattr(wakes._local, "waker", None)
+            if waker is None:
+                self._portal.check_not_in_loop("SyncWriter publishing")
+                waker = wakes.thread_waker()
+        else:
+            self._portal.check_not_in_loop("SyncWriter publishing")
+            waker = None
         if timeout is None:
-            limit = self._publish_timeout
+            deadline = _monotonic() + self._publish_timeout
         else:
             commands.check_timeout(timeout)
-            limit = timeout
-        ticket = PublishTicket(data, count, time.monotonic() + limit, future)
-        doors = self._writer._doors
+            deadline = _monotonic() + timeout
+        ticket = PublishTicket(data, count, deadline, future, waker)
+        writer = self._writer
+        doors = writer._doors
         if doors:  # the fast path: written by this thread (see nsqclient.sync.door)
-            n = len(doors)
-            if n == 1:
+            if len(doors) == 1:
                 door = doors[0]
-            else:
-                self._rr = rr = (self._rr + 1) % n
-                door = doors[rr]
-            writer = self._writer
-            if len(doors) == 1:  # Writer.outstanding, spelled out for the one door
+                # Writer.outstanding, spelled out for the one door
                 outstanding = writer._outstanding + door.sent - door.done - door.done_threads
             else:
+                self._rr = rr = (self._rr + 1) % len(doors)
+                door = doors[rr]
                 outstanding = writer.outstanding
             if outstanding < self._max_pending:
                 ticket._door = door
-                door.submit(ticket)
+                if future is None:
+                    door.submit_own(ticket)
+                else:
+                    door.submit(ticket)
                 return ticket
         self._queue.put(ticket)
         return ticket
@@ -213,6 +225,14 @@ class SyncWriter(FacadeLifecycle):
         raises NotSentTimeoutError.
         Any thread; NSQError if called from the nsqclient loop thread (it would deadlock).
         """
+        if self._obs is None:  # the hot path, spelled out: encoded here, sent, waited for
+            if self._closed or self._generation != portal.fork_generation:
+                self._check()
+            ticket = self._send(
+                commands.pub(topic, body, max_msg_size=self._writer.max_msg_size), 1, timeout
+            )
+            ticket.wait(ticket.deadline)
+            return
         self._call("pub", topic, 1, partial(_pub, topic, body), timeout)
 
     @overload
