@@ -64,7 +64,7 @@ _INF = float("inf")
 _monotonic = time.monotonic
 _QUEUED, _SENT, _DONE = 0, 1, 2  # PublishTicket's states (sync.publish)
 _NOP = commands.nop()
-_ONE_OK = [OK]
+_ONE_OK: list[Any] = [OK]
 #: seconds without a thread reading after which the loop reads again (well under nsqd's
 #: heartbeat interval: a heartbeat is answered within this)
 _IDLE = 0.25
@@ -262,8 +262,11 @@ class ThreadWrites:
         are any (in its next flush), else straight to the socket, the loop writing whatever
         did not fit; the error if the socket is broken."""
         conn = self._conn
-        if conn._flush_scheduled or conn._wbuf or conn._wrest is not None or (
-            self._transport.get_write_buffer_size()
+        if (
+            conn._flush_scheduled
+            or conn._wbuf
+            or conn._wrest is not None
+            or (self._transport.get_write_buffer_size())
         ):
             conn._wbuf.append(data)
             if not conn._flush_scheduled:
@@ -374,13 +377,13 @@ class ThreadWrites:
             pending = conn._pending
             if len(events) == 1 and events[0] is OK and pending and pending[0][0] is me:
                 # the common case, one thread publishing: its own reply, alone
-                pending.popleft()
+                own: Any = pending.popleft()[0]  # (me)
                 conn._waiting_since = now
-                me._on_sent_done = None  # settled here, not by the loop
-                self.ok += me.count
+                own._on_sent_done = None  # settled here, not by the loop
+                self.ok += own.count
                 self.done_threads += 1
-                me.error = None
-                me.state = _DONE
+                own.error = None
+                own.state = _DONE
             else:
                 done = self._match_locked(events, pending, now)
         finally:

@@ -73,9 +73,7 @@ class PublishTicket:
         #: the connection door a thread wrote it through (None: it crossed to the loop)
         self._door: ThreadWrites | None = None
         #: the publishing thread's wake-up line (None for ``pub_nowait``: its future is)
-        self._waker: Waker | None = (
-            (waker or thread_waker()) if future is None else None
-        )
+        self._waker: Waker | None = (waker or thread_waker()) if future is None else None
 
     # -- thread side --
 
