@@ -125,7 +125,13 @@ def run_sync(
                 for _ in range(n):
                     pub(topic, body)
 
-        return _in_threads(threads, work, count)
+        doors = list(writer.aio._doors)
+        before = sum(getattr(d, "done_threads", 0) for d in doors)
+        result = _in_threads(threads, work, count)
+        # of the replies, the share a publishing thread read itself (the rest the loop read)
+        after = sum(getattr(d, "done_threads", 0) for d in writer.aio._doors)
+        result["read_by_threads"] = (after - before) / count if doors else 0.0
+        return result
 
 
 def run_aio(
