@@ -107,6 +107,7 @@ class ThreadWrites:
         self.sent = 0  # tickets written by threads (under the lock)
         self.done = 0  # of those, settled (loop thread only)
         self.withdrawn = 0  # queued, then withdrawn by their thread before a holder wrote them
+        self._failing = False  # a thread's write failed: no more thread writes; the loop reads
         # -- reading by threads --
         #: threads read the socket (the transport's reading is paused); changed under read_lock
         self.reading = False
@@ -167,6 +168,7 @@ class ThreadWrites:
             sock = self._sock
             if (
                 sock is None
+                or self._failing
                 or conn.state is not _CONNECTED
                 or conn._write_paused_at is not None
                 or self._transport.is_closing()
@@ -193,11 +195,33 @@ class ThreadWrites:
             self.write_queued()
 
     def _broken(self, failed: OSError) -> None:
-        # the loop's read sees it too; until then what is pending may or may not have reached
-        # nsqd (it fails as such when the loop drops the connection)
+        """A thread's write failed (holding :attr:`lock`): the loop reads what nsqd sent
+        before the end, then drops the connection (see :meth:`_write_failed`)."""
+        if self._failing:
+            return
+        self._failing = True
         conn = self._conn
         error = ConnectionClosedError(f"write failed: {failed}", address=conn.address)
-        self._loop.call_soon_threadsafe(conn.abort, error)
+        try:
+            self._loop.call_soon_threadsafe(self._write_failed, error)
+        except RuntimeError:  # the loop is closed
+            pass
+
+    def _write_failed(self, error: ConnectionClosedError) -> None:
+        """Loop: a thread's write met a broken socket. nsqd may have said why before it closed
+        (an error frame after a refused publish, still unread), so the loop reads first: what
+        is pending then fails with that error, or as maybe-sent when the stream ends; if the
+        end is not seen within ``_IDLE``, the connection is dropped with ``error``."""
+        conn = self._conn
+        if _closed(conn):
+            return
+        self.take_back()
+        self._loop_until = _INF  # threads read no more on this connection
+        self._loop.call_later(_IDLE, self._drop_if_open, error)
+
+    def _drop_if_open(self, error: ConnectionClosedError) -> None:
+        if not _closed(self._conn):
+            self._conn.abort(error)
 
     def write_queued(self) -> None:
         queue = self._queue
@@ -217,6 +241,7 @@ class ThreadWrites:
         sock = self._sock
         if (
             sock is None
+            or self._failing
             or conn.state is not _CONNECTED
             or conn._write_paused_at is not None
             or transport.is_closing()
