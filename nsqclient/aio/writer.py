@@ -618,12 +618,26 @@ class Writer:
         """The sync facade's door: like :meth:`publish_nowait`, completing ``waiter`` directly
         (no future, no callback hop); False if it must wait. The waiter then calls
         :meth:`_publish_done` once, which settles it (the sync facade's tickets do)."""
-        if self._closed or not self._started or self.outstanding >= self._max_pending:
+        if self._closed or not self._started:
             return False
-        if not self._send(waiter, data, count, timeout):
-            return False
-        self._outstanding += 1
-        return True
+        doors = self._doors
+        if len(doors) == 1:  # admitted under the door's lock, as the threads' publishes are
+            with doors[0].admit_lock:
+                if self.outstanding >= self._max_pending:
+                    return False
+                self._outstanding += 1
+        else:
+            if self.outstanding >= self._max_pending:
+                return False
+            self._outstanding += 1
+        try:
+            sent = self._send(waiter, data, count, timeout)
+        except BaseException:
+            self._outstanding -= 1
+            raise
+        if not sent:
+            self._outstanding -= 1
+        return sent
 
     def _publish_done(self, count: int, error: BaseException | None) -> None:
         """Settle a publish sent with :meth:`_publish_to` (the facade observes its own calls)."""

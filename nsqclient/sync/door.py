@@ -108,6 +108,10 @@ class ThreadWrites:
         self.done = 0  # of those, settled (loop thread only)
         self.withdrawn = 0  # queued, then withdrawn by their thread before a holder wrote them
         self._failing = False  # a thread's write failed: no more thread writes; the loop reads
+        #: admission (see :meth:`admit`): slots taken by threads, and given back unwritten
+        self.admit_lock = threading.Lock()
+        self.admitted = 0  # under admit_lock
+        self.returned = 0  # under lock (withdrawn before being written, or spilled)
         # -- reading by threads --
         #: threads read the socket (the transport's reading is paused); changed under read_lock
         self.reading = False
@@ -141,8 +145,31 @@ class ThreadWrites:
 
     @property
     def outstanding(self) -> int:
-        """Tickets written from threads and not yet settled (approximate from a thread)."""
-        return self.sent - self.done - self.done_threads
+        """Tickets admitted here and not yet settled (or handed back unwritten); exact under
+        :attr:`admit_lock`, where threads admit theirs (:meth:`admit`)."""
+        return self.admitted - self.returned - self.done - self.done_threads
+
+    def admit(self) -> bool:
+        """Take one of the Writer's ``max_pending_publishes`` slots for a thread's publish
+        (any thread); False when none is free (the publish then waits in the bounded queue).
+        Exact: the count and the check are made under :attr:`admit_lock`, as the loop's own
+        admission is (``Writer._publish_to``), so racing threads cannot overshoot."""
+        writer = self._writer
+        with self.admit_lock:
+            if len(writer._doors) == 1:
+                outstanding = (
+                    writer._outstanding
+                    + self.admitted
+                    - self.returned
+                    - self.done
+                    - self.done_threads
+                )
+            else:  # several nsqd: each door's lock orders its own threads only
+                outstanding = writer.outstanding
+            if outstanding >= writer._max_pending:
+                return False
+            self.admitted += 1
+            return True
 
     @property
     def queued(self) -> int:
@@ -173,7 +200,7 @@ class ThreadWrites:
                 or conn._write_paused_at is not None
                 or self._transport.is_closing()
             ):
-                self._spill([ticket])  # never written: the loop's path sends or fails it
+                self._spill_tickets([ticket])  # never written: the loop's path sends or fails it
                 return
             ticket.state = _SENT
             ticket._on_sent_done = self._settle_blocking
@@ -193,6 +220,19 @@ class ThreadWrites:
             lock.release()
         if queue:  # queued while this thread held the lock
             self.write_queued()
+
+    def _spill_queued(self) -> None:
+        queue = self._queue
+        spilled = []
+        while queue:
+            spilled.append(queue.popleft())
+        self._spill_tickets(spilled)
+
+    def _spill_tickets(self, tickets: list[Any]) -> None:
+        """Hand admitted, unwritten tickets to the loop's path (holding :attr:`lock`): their
+        slots here are given back, the Writer admits them again there."""
+        self.returned += len(tickets)
+        self._spill(tickets)
 
     def _broken(self, failed: OSError) -> None:
         """A thread's write failed (holding :attr:`lock`): the loop reads what nsqd sent
@@ -246,23 +286,21 @@ class ThreadWrites:
             or conn._write_paused_at is not None
             or transport.is_closing()
         ):
-            spilled = []
-            while queue:
-                spilled.append(queue.popleft())
-            self._spill(spilled)  # never written: the loop's path sends or fails them
+            self._spill_queued()  # never written: the loop's path sends or fails them
             return
         pending = conn._pending
         now = time.monotonic()
         if not pending:
             conn._waiting_since = now
         settle, settle_blocking = self._settle, self._settle_blocking
-        datas = []
+        datas: list[bytes] = []
         earliest = conn._next_deadline
         timed = _INF  # the earliest deadline no publishing thread waits for
         while queue:
             ticket = queue.popleft()
             if not ticket.claim():  # withdrawn (timed out, interrupted, cancelled) meanwhile
                 self.withdrawn += 1
+                self.returned += 1
                 continue
             ticket._on_sent_done = settle if ticket.future is not None else settle_blocking
             deadline = ticket.deadline

@@ -266,6 +266,8 @@ class PublishQueue:
         admitted already). They go first, in order."""
         if not tickets:
             return
+        for ticket in tickets:
+            ticket._door = None  # the loop sends it, and its reply is the loop's to match
         with self._lock:
             self._items.extendleft(reversed(tickets))
             if self._scheduled:

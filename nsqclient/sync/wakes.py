@@ -166,4 +166,3 @@ def wake(waker: Waker) -> None:
         selector.queued.append(waker)
     else:
         waker.wake()
-

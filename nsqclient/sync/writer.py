@@ -102,9 +102,7 @@ class SyncWriter(FacadeLifecycle):
             self._max_queued, writer._publish_to, writer.wait_ready, writer._publish_done
         )
         if not self.config.coalesce:  # coalesced PUBs are joined on the loop
-            writer._share_with_threads(
-                partial(ThreadWrites, spill=queue.put_back, writer=writer)
-            )
+            writer._share_with_threads(partial(ThreadWrites, spill=queue.put_back, writer=writer))
         return writer, queue
 
     # ------------------------------------------------------------------ publishing
@@ -138,18 +136,14 @@ class SyncWriter(FacadeLifecycle):
             commands.check_timeout(timeout)
             deadline = _monotonic() + timeout
         ticket = PublishTicket(data, count, deadline, future, waker)
-        writer = self._writer
-        doors = writer._doors
+        doors = self._writer._doors
         if doors:  # the fast path: written by this thread (see nsqclient.sync.door)
             if len(doors) == 1:
                 door = doors[0]
-                # Writer.outstanding, spelled out for the one door
-                outstanding = writer._outstanding + door.sent - door.done - door.done_threads
             else:
                 self._rr = rr = (self._rr + 1) % len(doors)
                 door = doors[rr]
-                outstanding = writer.outstanding
-            if outstanding < self._max_pending:
+            if door.admit():  # a max_pending_publishes slot; else it waits in the queue
                 ticket._door = door
                 if future is None:
                     door.submit_own(ticket)
