@@ -184,15 +184,15 @@ async def test_reader_through_cuts_and_stalls_holds_its_bound_and_gives_it_back(
             peak = Peak(before, lambda: bound)
             sampler = asyncio.create_task(peak.sample())
             try:
-                publish(200, 1200)
-                await wait_for(lambda: len(seen) >= 400, what="delivery before the faults")
+                publish(200, 800)
+                await wait_for(lambda: len(seen) >= 320, what="delivery before the faults")
                 proxy.cut()
-                await wait_for(lambda: len(seen) >= 600, what="delivery after a cut (FIN)")
+                await wait_for(lambda: len(seen) >= 480, what="delivery after a cut (FIN)")
                 proxy.cut(rst=True)
-                await wait_for(lambda: len(seen) >= 800, what="delivery after a cut (RST)")
+                await wait_for(lambda: len(seen) >= 640, what="delivery after a cut (RST)")
                 with proxy.stall():
                     await asyncio.sleep(2.5)  # past two heartbeats: the Reader drops the link
-                await wait_for(lambda: len(seen) >= 1400, what="delivery after a stall")
+                await wait_for(lambda: len(seen) >= 1000, what="delivery after a stall")
             finally:
                 sampler.cancel()
             await wait_for(lambda: not reader.stats()["in_flight"], what="nothing in flight")

@@ -73,49 +73,50 @@ def test_sync_writer_through_an_outage_holds_its_queue_and_gives_it_back(
             writer.pub_nowait(topic, body).add_done_callback(resolved)  # blocks while full
             time.sleep(max(0.0, start + n / RATE - time.monotonic()))
 
-    with traced(), unrecorded_logs():
-        with SyncWriter([proxy.address], max_queued_publishes=QUEUED, **FAST) as writer:
-            steady(writer, 1.0)
-            wait_until(lambda: not unresolved[0], what="warm-up resolved")
-            before = snapshot()
-            base = library_bytes(before)
-            bound = QUEUED * (BODY + 64 + PER_TICKET) + CONNECTION + SLACK
-            most, most_snap = 0, before
-            stop = threading.Event()
+    with (
+        traced(),
+        unrecorded_logs(),
+        SyncWriter([proxy.address], max_queued_publishes=QUEUED, **FAST) as writer,
+    ):
+        steady(writer, 1.0)
+        wait_until(lambda: not unresolved[0], what="warm-up resolved")
+        before = snapshot()
+        base = library_bytes(before)
+        bound = QUEUED * (BODY + 64 + PER_TICKET) + CONNECTION + SLACK
+        most, most_snap = 0, before
+        stop = threading.Event()
 
-            def sample() -> None:
-                nonlocal most, most_snap
-                while not stop.wait(SAMPLE_EVERY):
-                    snap = snapshot()
-                    held = library_bytes(snap) - base
-                    if held > most:
-                        most, most_snap = held, snap
+        def sample() -> None:
+            nonlocal most, most_snap
+            while not stop.wait(SAMPLE_EVERY):
+                snap = snapshot()
+                held = library_bytes(snap) - base
+                if held > most:
+                    most, most_snap = held, snap
 
-            sampler = threading.Thread(target=sample, name="memory-sampler")
-            with proxy.refuse():
-                proxy.cut()
-                sampler.start()
-                try:
-                    steady(writer, OUTAGE)
-                finally:
-                    stop.set()
-                    sampler.join()
-            assert most <= bound, (
-                f"held {most} B during the outage, bound {bound} B:\n"
-                + top_diff(most_snap, before)
-            )
-            wait_until(lambda: not unresolved[0], what="the outage's publishes resolved")
-            with lock:
-                acked, failed = outcomes["acked"], sum(outcomes.values()) - outcomes["acked"]
-            # the thread was held back by the full queue: far fewer calls than RATE * OUTAGE,
-            # every one of them failed after its timeout
-            assert 0 < failed < RATE * OUTAGE / 2, outcomes
-            steady(writer, 1.0)  # nsqd is back: publishing resumes
-            wait_until(lambda: not unresolved[0], what="all resolved")
-            assert outcomes["acked"] > acked, outcomes
-            after = snapshot()
-            grown = library_bytes(after) - base
-            assert grown <= SLACK, (
-                f"{grown} B more than before the outage (margin {SLACK} B):\n"
-                + top_diff(after, before)
-            )
+        sampler = threading.Thread(target=sample, name="memory-sampler")
+        with proxy.refuse():
+            proxy.cut()
+            sampler.start()
+            try:
+                steady(writer, OUTAGE)
+            finally:
+                stop.set()
+                sampler.join()
+        assert most <= bound, f"held {most} B during the outage, bound {bound} B:\n" + top_diff(
+            most_snap, before
+        )
+        wait_until(lambda: not unresolved[0], what="the outage's publishes resolved")
+        with lock:
+            acked, failed = outcomes["acked"], sum(outcomes.values()) - outcomes["acked"]
+        # the thread was held back by the full queue: far fewer calls than RATE * OUTAGE,
+        # every one of them failed after its timeout
+        assert 0 < failed < RATE * OUTAGE / 2, outcomes
+        steady(writer, 1.0)  # nsqd is back: publishing resumes
+        wait_until(lambda: not unresolved[0], what="all resolved")
+        assert outcomes["acked"] > acked, outcomes
+        after = snapshot()
+        grown = library_bytes(after) - base
+        assert grown <= SLACK, (
+            f"{grown} B more than before the outage (margin {SLACK} B):\n" + top_diff(after, before)
+        )
