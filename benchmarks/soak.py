@@ -14,8 +14,9 @@ redelivery (at-least-once at work). The run fails (exit status 1) if an acknowle
 lost (never consumed), if one was stored twice, if anything is left in flight or queued at nsqd
 at the end, or if RSS grew by more than ``--rss-growth-limit`` MiB over the second half.
 
-At the end, with the clients closed, the traced heap is compared with the first sample after
-warm-up (the ten biggest differences by source line go into the report), and RSS is measured
+At the end of the run (every client still open) and again with the clients closed, the traced
+heap is compared with the first sample after warm-up (the ten biggest differences by source line
+of each go into the report), and RSS is measured
 again after glibc's ``malloc_trim(0)``: what that gives back was free memory the allocator kept,
 not live objects.
 
@@ -236,6 +237,7 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
         tracemalloc.start()
     warm: tracemalloc.Snapshot | None = None
     warm_at: tuple[float, float, float] = (0.0, 0.0, 0.0)  # t, rss, traced after warm-up
+    running: tracemalloc.Snapshot | None = None  # at the end of the run, the clients open
     if settings.nsqd_tcp is None or settings.nsqd_http is None:
         own = await asyncio.to_thread(
             start_nsqd, settings.backend, extra_args=["--msg-timeout=10s"]
@@ -338,6 +340,9 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
                     f"pub {sample.publish_rate:8,.0f}/s  sub {sample.consume_rate:8,.0f}/s  "
                     f"acked {sample.acked:,}  errors {sample.publish_errors:,}  cuts {cuts}"
                 )
+        # still running, every client open: what grew since warm-up is held by someone now
+        gc.collect()
+        running = tracemalloc.take_snapshot() if tracemalloc.is_tracing() else None
         producing.cancel()
         await asyncio.gather(producing, return_exceptions=True)
         stop.set()
@@ -373,6 +378,7 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
     trimmed = trim_heap()
     trimmed_rss = rss_mib()
     diff = heap_diff(warm, after) if warm is not None and after is not None else []
+    running_diff = heap_diff(warm, running) if warm is not None and running is not None else []
     if started_tracing:
         tracemalloc.stop()
     _missing, delivered_unacked, redelivered, stored_twice = ledger.audit()
@@ -412,6 +418,7 @@ async def run_soak(settings: SoakSettings, log: Any = None) -> dict[str, Any]:
         "closed_traced_mib": round(end_traced, 2),
         "closed_rss_after_malloc_trim_mib": round(trimmed_rss, 2) if trimmed else None,
         "traced_diff_since_warm_by_line": diff,
+        "traced_diff_running_by_line": running_diff,
     }
     return {
         "settings": dataclasses.asdict(settings)

@@ -246,7 +246,7 @@ class Config:
     lookupd_poll_jitter: float = 0.3
     """Fraction of the poll interval added at random, so many consumers do not poll in step."""
     lookupd_poll_timeout: Duration = field(default=60_000, metadata=_ms(1, None, seconds_below=100))
-    """Time allowed for one lookupd HTTP query."""
+    """Time allowed for one lookupd poll, its tries of up to three lookupd included."""
     # pynsq's requeue_delay is 90 (seconds) and its cap 900: either, read as ms, is a retry storm
     default_requeue_delay: Duration = field(
         default=90_000, metadata=_ms(0, 3_600_000, seconds_below=1_000)

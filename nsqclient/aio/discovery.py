@@ -1,6 +1,7 @@
 """Finding nsqd nodes through nsqlookupd: periodic, jittered, one lookupd per poll in rotation.
 
-Each poll asks one lookupd (go-nsq's rotation; on failure the next one, up to three tries) and
+Each poll asks one lookupd (go-nsq's rotation; on failure the next one, up to three tries, all
+within one ``lookupd_poll_timeout``: a lookupd that hangs cannot make a poll take three) and
 reports the producers' TCP addresses to a callback. The first poll runs at once, the next after
 ``rand * jitter * interval``, then every ``interval``; :meth:`LookupdPoller.poke` asks for an early
 poll (a connection died), rate-limited by the caller's reconnect backoff.
@@ -23,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 from ..addresses import Address, parse_address
 from ..config import Config
+from ..errors import NSQTimeoutError
 from ..flow import lookupd_retry_backoff
 
 __all__ = ["LookupdPoller"]
@@ -54,7 +56,7 @@ class LookupdPoller:
         self._config = config
         self._on_producers = on_producers
         self._rng = rng or random.Random()
-        timeout = config.sec.lookupd_poll_timeout
+        timeout = self._timeout = config.sec.lookupd_poll_timeout
         headers = {}
         secret = config.auth_secret_bytes
         if secret:
@@ -79,23 +81,38 @@ class LookupdPoller:
         self._wake.set()
 
     async def poll_once(self) -> list[Address] | None:
-        """Query one lookupd (rotating, retrying the next on failure); None if all tries failed."""
+        """Query one lookupd (rotating, retrying the next on failure); None if all tries failed.
+        The tries share one ``lookupd_poll_timeout``: the poll ends by it, whatever each does."""
         self._errors = []
-        for _ in range(min(_TRIES, len(self._clients)) or 1):
-            client = self._clients[self._index % len(self._clients)]
-            self._index += 1
-            try:
-                if self.topic is not None:
-                    result = await client.lookup(self.topic)
-                    producers = result.producers
-                else:
-                    producers = await client.nodes()
-            except Exception as exc:
-                self.failures += 1
-                self._errors.append((client.base_url, exc))
-                continue
-            self.polls += 1
-            return [parse_address(p.tcp_address) for p in producers]
+        client = self._clients[self._index % len(self._clients)]
+        try:
+            async with asyncio.timeout(self._timeout):
+                for _ in range(min(_TRIES, len(self._clients)) or 1):
+                    client = self._clients[self._index % len(self._clients)]
+                    self._index += 1
+                    try:
+                        if self.topic is not None:
+                            result = await client.lookup(self.topic)
+                            producers = result.producers
+                        else:
+                            producers = await client.nodes()
+                    except Exception as exc:
+                        self.failures += 1
+                        self._errors.append((client.base_url, exc))
+                        continue
+                    self.polls += 1
+                    return [parse_address(p.tcp_address) for p in producers]
+        except TimeoutError:
+            self.failures += 1
+            self._errors.append(
+                (
+                    client.base_url,
+                    NSQTimeoutError(
+                        f"no answer within lookupd_poll_timeout ({self._timeout:g}s), "
+                        "every try of this poll included"
+                    ),
+                )
+            )
         return None
 
     async def _run(self) -> None:

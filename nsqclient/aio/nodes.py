@@ -199,6 +199,9 @@ class NodeSet:
             conn.close()
             return
         self.conns[addr] = conn
+        # a connection is up: the last failure (its traceback keeps the failed connection and
+        # its read buffer alive) is no longer the reason a publish waits
+        self.last_error = None
         if not self.outages.connected(addr, conn):  # the end of an outage is logged there
             if self._channel is not None:
                 self._log.info(

@@ -1,5 +1,5 @@
 """The lifecycle both facades share: attach to the loop thread on first use (again after a fork),
-claim the one close, detach, and close at interpreter exit.
+claim the one close, detach, close at interpreter exit, and keep a close within its timeout.
 
 A facade is built in the caller's thread and starts nothing: its core object (Reader or Writer)
 is made on the shared loop thread the first time it is used, and made afresh when the process
@@ -12,14 +12,25 @@ and ``graceful_close``/``close``.
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Awaitable, Callable
 from typing import ClassVar, Self
 
-from ..errors import ClosedError
+from ..aio.connection import CLOSE_FLOOR
+from ..errors import ClosedError, NSQTimeoutError
 from . import portal
 from .portal import Lifetime, LoopThread, register_open, unregister_open
 
-__all__ = ["FacadeLifecycle"]
+__all__ = ["CLOSE_SLACK", "FacadeLifecycle"]
+
+log = logging.getLogger("nsqclient.sync")
+
+#: how long past its own limit a facade's close waits for the loop side, which ends by that
+#: limit itself (its last steps, CLS and the socket's close, get at least ``CLOSE_FLOOR``): the
+#: close then keeps within its timeout plus the stated margin (docs/configuration.md) even if
+#: the loop side overran
+CLOSE_SLACK = CLOSE_FLOOR + 0.15
 
 
 class FacadeLifecycle:
@@ -91,6 +102,25 @@ class FacadeLifecycle:
 
     def _on_claimed(self) -> None:
         """Runs once, in the closing caller, as soon as the object counts as closed."""
+
+    def _exit_within(
+        self,
+        close: Callable[[], Awaitable[None]],
+        limit: float,
+        abort: Callable[[], object],
+    ) -> None:
+        """Run ``close`` (ending by ``limit`` seconds) on the loop and wait for it at most
+        :data:`CLOSE_SLACK` longer; past that, ``abort()`` on the loop (closing at once, not
+        waited for) and return, so the caller's timeout holds whatever the loop side does."""
+        try:
+            self._life.exit(close, limit + CLOSE_SLACK)
+        except NSQTimeoutError:
+            log.warning(
+                "%s: the close did not end within its %.2fs; closing its connections at once",
+                self._kind,
+                limit,
+            )
+            self._portal.call_soon(abort)
 
     def _detach(self) -> None:
         unregister_open(self)

@@ -28,7 +28,7 @@ from ..aio.delivery import HandlerRunner
 from ..aio.options import validate_client_options
 from ..aio.signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
 from ..config import Config
-from ..errors import ClosedError, ConfigError, NSQError
+from ..errors import ClosedError, ConfigError, NSQError, NSQTimeoutError
 from ..message import Message
 from ..observer import observer_for
 from . import portal
@@ -48,6 +48,9 @@ log = logging.getLogger("nsqclient.sync")
 
 _CLOSED = ConnectionState.CLOSED
 _GRACE = 2.0
+#: seconds ``run(timeout=)``'s close gives handlers at least, once the timeout is up (within the
+#: stated margin: docs/configuration.md, "Timeouts and their margin")
+_HANDLERS_FLOOR = 0.1
 _SETUP_TIMEOUT = 10.0
 _CONTROL_TIMEOUT = 10.0
 
@@ -195,9 +198,10 @@ class SyncReader(FacadeLifecycle):
 
             remaining = max(0.0, deadline - time.monotonic())
             waited = time.monotonic() - started
-            self._life.exit(
+            self._exit_within(
                 lambda: self._reader._graceful_close_after(waited, remaining, holders),
-                remaining + 10 + _GRACE,
+                remaining,
+                self._reader.close,
             )
         finally:
             self._detach()
@@ -339,7 +343,9 @@ class SyncReader(FacadeLifecycle):
         gracefully and re-raises.
         In the main thread, SIGTERM (or each of ``stop_signals``; ``()`` turns this off) stops
         the same way and ``run()`` returns; the previous handlers are restored on return.
-        ``timeout`` (seconds) stops after that long. ``auto_touch=True`` keeps messages alive
+        ``timeout`` (seconds) bounds the whole run, the start and the close included: ``run()``
+        returns within it plus the stated margin (docs/configuration.md), giving handlers what
+        is left of it to finish and requeueing the rest. ``auto_touch=True`` keeps messages alive
         with TOUCH while a handler runs, for at most ``auto_touch_max`` seconds.
         """
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
@@ -367,8 +373,10 @@ class SyncReader(FacadeLifecycle):
             self._portal.call(
                 _call(self._reader.enable_auto_touch, True, auto_touch_max), _CONTROL_TIMEOUT
             )
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            self.start()
+            if not self._start_by(deadline):
+                return False
             self._workers = [
                 threading.Thread(
                     target=self._work,
@@ -381,8 +389,9 @@ class SyncReader(FacadeLifecycle):
             self._work_queue = collections.deque()
             for thread in self._workers:
                 thread.start()
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while not self._stopping.wait(SLICE):
+            while not self._stopping.wait(
+                SLICE if deadline is None else min(SLICE, max(0.0, deadline - time.monotonic()))
+            ):
                 if deadline is not None and time.monotonic() >= deadline:
                     return False
                 if not self._live_workers():
@@ -390,12 +399,35 @@ class SyncReader(FacadeLifecycle):
             return True
         finally:
             try:
-                self.graceful_close()
+                # ``timeout`` bounds the whole run, its close included: the close gets what is
+                # left of it (and handlers at least _HANDLERS_FLOOR to finish what they hold)
+                self.graceful_close(
+                    None
+                    if deadline is None
+                    else min(
+                        self.config.sec.close_timeout,
+                        max(_HANDLERS_FLOOR, deadline - time.monotonic()),
+                    )
+                )
             finally:
                 if installed is not None and self._stop_signals is installed:
                     self._restore_signals()
                 if obs is not None:
                     obs.handler_mode(False)
+
+    def _start_by(self, deadline: float | None) -> bool:
+        """Start, within ``run()``'s deadline if that comes before the start's own limit;
+        False if the deadline passed first (the close that follows cancels the start)."""
+        if deadline is None or deadline - time.monotonic() >= self._start_timeout():
+            self.start()
+            return True
+        try:
+            self.start(max(0.0, deadline - time.monotonic()))
+        except NSQTimeoutError:
+            if time.monotonic() >= deadline:
+                return False
+            raise
+        return True
 
     def _work(self, runner: HandlerRunner) -> None:
         # Workers share one deque (thread-safe appends and pops): a slow handler never sits on

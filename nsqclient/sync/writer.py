@@ -339,7 +339,7 @@ class SyncWriter(FacadeLifecycle):
             return  # closed already, never used, or the parent's (created before a fork)
         limit = self.config.sec.close_timeout if timeout is None else timeout
         try:
-            self._life.exit(lambda: self._graceful(limit), limit + _GRACE + 5)
+            self._exit_within(lambda: self._graceful(limit), limit, self._abort_now)
         finally:
             self._detach()
 
@@ -362,6 +362,11 @@ class SyncWriter(FacadeLifecycle):
     async def _abort(self) -> None:
         self._queue.abort(ClosedError("the SyncWriter was closed before this publish was sent"))
         await self._writer.close()
+
+    def _abort_now(self) -> None:
+        """On the loop: fail what is queued, close the connections (not waited for)."""
+        self._queue.abort(ClosedError("the SyncWriter was closed before this publish was sent"))
+        self._writer.close()
 
     # ------------------------------------------------------------------ sharing
 
