@@ -20,18 +20,15 @@ transport's, no pause); otherwise the bytes join the loop's next flush, in order
 that is not plain TCP (TLS, snappy, deflate) gets no door: its bytes pass through objects the
 loop owns.
 
-Reading, too, passes to the threads while they publish (so a publish costs the one wake-up
-its reply causes in the kernel, as a bare socket's ``recv`` does, and the loop thread is not a
-second GIL contender per reply). When the loop completes a blocking publish a thread wrote, it
-pauses its own reading at the end of that read and hands reading to the threads. A waiting
-thread then takes the read baton (a lock, tried without blocking), polls the socket and reads;
-each OK that answers a ticket of this door completes it right there, a heartbeat is answered
-with a NOP written through the door; anything else (an error frame, a reply for the loop's
-own requests, the end of the stream, a damaged frame) goes back to the loop with the rest of
-that read, and the loop reads again. The thread whose ticket is done passes the baton to the
-thread owning the next pending ticket. The loop takes reading back when it sends a command of
-its own, and when no thread has read for ``_IDLE`` seconds (so heartbeats are always
-answered).
+Admission is exact: a thread takes one of the Writer's ``max_pending_publishes`` slots under
+:attr:`ThreadWrites.admit_lock`, which the loop's own admission takes too, so threads racing for
+the last slot cannot overshoot it (a publish that finds no slot waits in the bounded queue).
+
+A thread's write that fails (nsqd closed the connection) does not drop the connection at once:
+the loop reads what nsqd sent before the end first, so a refused publish gets its own error
+frame instead of a reset's ConnectionClosedError.
+
+Reading, too, passes to the threads while they publish: see :mod:`.baton`.
 
 A thread gives up on its own clock (the ticket's deadline); a publish sent and unanswered by
 then asks the loop to run the connection's liveness check, which fails what is overdue and
@@ -42,7 +39,6 @@ from __future__ import annotations
 
 import collections
 import os
-import select
 import socket
 import threading
 import time
@@ -50,9 +46,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..aio.connection import ConnectionState
-from ..errors import ConnectionClosedError, ProtocolError
+from ..errors import ConnectionClosedError
 from ..protocol import commands
-from ..protocol.frames import HEARTBEAT, OK, OK_FRAME
+from .baton import _IDLE, ReadBaton, _closed
 
 if TYPE_CHECKING:
     from ..aio.connection import Connection
@@ -62,24 +58,15 @@ __all__ = ["ThreadWrites"]
 _CONNECTED = ConnectionState.CONNECTED
 _INF = float("inf")
 _monotonic = time.monotonic
-_QUEUED, _SENT, _DONE = 0, 1, 2  # PublishTicket's states (sync.publish)
+_SENT = 1  # PublishTicket's state (sync.publish)
 _NOP = commands.nop()
-_ONE_OK: list[Any] = [OK]
-#: seconds without a thread reading after which the loop reads again (well under nsqd's
-#: heartbeat interval: a heartbeat is answered within this)
-_IDLE = 0.25
-#: after the loop's own command, seconds before reading passes to the threads again
-_LOOP_HOLD = 1.0
-_SLICE = 0.1  # the longest single poll (a waiting thread looks at its deadline in between)
-_READ_SIZE = 64 * 1024
-_POLL_IN = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 
 
 # (tickets not sent: handed back to the loop's path, in order)
 Spill = Callable[[list[Any]], None]
 
 
-class ThreadWrites:
+class ThreadWrites(ReadBaton):
     """The thread door of one plain-TCP Writer connection. Made on the loop thread.
 
     Tickets are the sync facade's (:class:`nsqclient.sync.publish.PublishTicket`): ``data``,
@@ -112,22 +99,7 @@ class ThreadWrites:
         self.admit_lock = threading.Lock()
         self.admitted = 0  # under admit_lock
         self.returned = 0  # under lock (withdrawn before being written, or spilled)
-        # -- reading by threads --
-        #: threads read the socket (the transport's reading is paused); changed under read_lock
-        self.reading = False
-        self.read_lock = threading.Lock()  # the read baton
-        self._poll = select.poll()
-        self._poll.register(self._sock.fileno(), _POLL_IN)
-        self._rbuf = bytearray(_READ_SIZE)
-        self._rview = memoryview(self._rbuf)
-        self._switch = False  # loop: pass reading to the threads at the end of this read
-        self._want_loop = False  # the loop asked for reading back while a thread held it
-        self._loop_until = 0.0  # loop: no passing to threads before this (its own traffic)
-        self._last_read = 0.0  # when a thread last read
-        self._idle: Any = None  # the loop's idle timer while threads read
-        self._closing = False  # closed while a thread held the baton: it closes the socket
-        self.ok = 0  # messages acknowledged to tickets the threads completed
-        self.done_threads = 0  # tickets the threads completed (under read_lock)
+        self._init_baton(self._sock)
 
     # -- the loop's locked sections: ``with door:`` --
 
@@ -366,160 +338,6 @@ class ThreadWrites:
             self._conn._flush_scheduled = True
             self._loop.call_soon_threadsafe(self._conn._flush)
 
-    def read_for(self, ticket: Any, remaining: float) -> bool:
-        """Read replies in the calling thread until ``ticket`` is done (at most one slice of
-        ``remaining``); False if another thread holds the baton or the loop reads."""
-        lock = self.read_lock
-        if not lock.acquire(blocking=False):
-            return False
-        try:
-            if not self.reading:
-                return False
-            poll = self._poll.poll
-            wait = remaining if remaining < _SLICE else _SLICE
-            end = 0.0
-            while True:
-                if self._want_loop:
-                    self._hand_back([])
-                    break
-                if not poll(wait * 1000.0 + 1.0):
-                    break  # the slice passed: the caller looks at its deadline
-                self._read_once(ticket)
-                if ticket.state == _DONE or not self.reading:
-                    break
-                # a read for other threads' tickets: poll again for what is left of the slice
-                if not end:
-                    end = _monotonic() + wait
-                wait = end - _monotonic()
-                if wait <= 0:
-                    break
-        finally:
-            closing = self._closing
-            lock.release()
-            if closing:
-                self._close_socket()
-        self._pass_baton(ticket)
-        return True
-
-    def _read_once(self, me: Any) -> None:
-        """One read by the baton holder: complete what answers this door's tickets."""
-        conn = self._conn
-        sock = self._sock
-        if sock is None:
-            self._hand_back([])
-            return
-        try:
-            n = sock.recv_into(self._rview)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self._hand_back([])  # the loop meets the same error and drops the connection
-            return
-        if not n:
-            self._hand_back([])  # the end of the stream: the loop reads it again
-            return
-        now = _monotonic()
-        self._last_read = now
-        decoder = conn._decoder
-        if n == 10 and self._rbuf.startswith(OK_FRAME) and not decoder.buffered:
-            events = _ONE_OK  # one OK alone, as a single publisher reads it: no decoding
-        else:
-            try:
-                events = decoder.feed(self._rview[:n].tobytes())
-            except ProtocolError as exc:
-                self.reading = False
-                self._loop.call_soon_threadsafe(self._damaged, exc)
-                return
-            if not events:
-                return
-        conn._last_read = now
-        done: list[Any] | None = None
-        lock = self.lock
-        lock.acquire()
-        try:
-            pending = conn._pending
-            if len(events) == 1 and events[0] is OK and pending and pending[0][0] is me:
-                # the common case, one thread publishing: its own reply, alone
-                own: Any = pending.popleft()[0]  # (me)
-                conn._waiting_since = now
-                own._on_sent_done = None  # settled here, not by the loop
-                self.ok += own.count
-                self.done_threads += 1
-                own.error = None
-                own.state = _DONE
-            else:
-                done = self._match_locked(events, pending, now)
-        finally:
-            lock.release()
-        if self._queue:
-            self.write_queued()  # queued while this thread held the lock
-        if done:
-            for ticket in done:
-                if ticket is me:
-                    ticket.error = None
-                    ticket.state = _DONE
-                else:
-                    ticket.complete(None)  # wakes its thread (or resolves its future)
-        writer = self._writer
-        if writer._idle_waiters or writer._slot_waiters:  # graceful_close, a waiting publish
-            self._loop.call_soon_threadsafe(writer._after_release)
-
-    def _match_locked(self, events: list[Any], pending: Any, now: float) -> list[Any]:
-        """The tickets of this door that ``events`` answer, taken off the FIFO (holding
-        :attr:`lock`); a heartbeat is answered; the rest of the read from the first event
-        that is not ours goes back to the loop."""
-        conn = self._conn
-        done: list[Any] = []
-        ok = 0
-        for i, event in enumerate(events):
-            if event is OK and pending:
-                head: Any = pending[0][0]
-                if getattr(head, "_door", None) is self:
-                    pending.popleft()
-                    conn._waiting_since = now
-                    head._on_sent_done = None  # settled here, not by the loop
-                    ok += head.count
-                    done.append(head)
-                    continue
-            elif event is HEARTBEAT:
-                conn.heartbeats_received += 1
-                self._write_nop_locked()
-                continue
-            self._hand_back(events[i:])
-            break
-        self.ok += ok
-        self.done_threads += len(done)
-        return done
-
-    def _hand_back(self, events: list[Any]) -> None:
-        """Reading goes back to the loop (holding the baton), with what was read for it."""
-        self.reading = False
-        self._want_loop = False
-        try:
-            self._loop.call_soon_threadsafe(self._resume, events)
-        except RuntimeError:  # the loop is closed
-            pass
-
-    def _pass_baton(self, me: Any) -> None:
-        """The next pending reply's thread reads next (if threads still read)."""
-        if not self.reading:
-            return
-        pending = self._conn._pending
-        if not pending:
-            return
-        head: Any = pending[0][0]
-        if head is me or getattr(head, "_door", None) is not self or head.state == _DONE:
-            return
-        waker = head._waker
-        if waker is not None:
-            waker.wake()
-        elif self.read_lock.acquire(blocking=False):  # a pub_nowait: the loop reads for it
-            try:
-                if self.reading:
-                    self._hand_back([])
-            finally:
-                self.read_lock.release()
-
     # -- the loop --
 
     def _settle(self, count: int, error: BaseException | None) -> None:
@@ -532,66 +350,6 @@ class ThreadWrites:
         self._settle_writer(count, error)
         if error is None and not self.reading:
             self._switch = True
-
-    def after_read(self) -> None:
-        """The end of one of the loop's reads (Connection.buffer_updated)."""
-        self._switch = False
-        conn = self._conn
-        if (
-            self.reading
-            or conn.state is not _CONNECTED
-            or self._sock is None
-            or self._loop.time() < self._loop_until
-        ):
-            return
-        self._transport.pause_reading()
-        self.reading = True
-        self._last_read = time.monotonic()
-        if self._idle is None:
-            self._idle = self._loop.call_later(_IDLE, self._idle_check)
-
-    def _idle_check(self) -> None:
-        self._idle = None
-        if not self.reading:
-            return
-        if time.monotonic() - self._last_read >= _IDLE and self.read_lock.acquire(blocking=False):
-            try:
-                if self.reading:
-                    self.reading = False
-                    self._resume([])
-            finally:
-                self.read_lock.release()
-            return
-        self._idle = self._loop.call_later(_IDLE, self._idle_check)
-
-    def take_back(self) -> None:
-        """The loop sent a command of its own: it reads its reply (and keeps reading a while)."""
-        self._loop_until = self._loop.time() + _LOOP_HOLD
-        if not self.reading:
-            return
-        if self.read_lock.acquire(blocking=False):
-            try:
-                if self.reading:
-                    self.reading = False
-                    self._resume([])
-            finally:
-                self.read_lock.release()
-        else:
-            self._want_loop = True  # the baton holder hands back after its read
-
-    def _resume(self, events: list[Any]) -> None:
-        """Reading is the loop's again: first what a thread read for it, then the socket."""
-        conn = self._conn
-        if conn.state is ConnectionState.CLOSED:
-            return
-        if events:
-            self._loop_until = self._loop.time() + _LOOP_HOLD
-            conn._dispatch(events)
-        if not self.reading and not _closed(conn):  # (the dispatch may have closed it)
-            self._transport.resume_reading()
-
-    def _damaged(self, error: ProtocolError) -> None:
-        self._conn.abort(error)
 
     def close(self) -> None:
         """The connection is gone (loop thread, under the lock): no thread writes any more,
@@ -616,7 +374,3 @@ class ThreadWrites:
             except (KeyError, ValueError, OSError):
                 pass
             sock.close()
-
-
-def _closed(conn: Connection) -> bool:
-    return conn.state is ConnectionState.CLOSED
