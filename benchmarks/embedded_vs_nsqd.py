@@ -17,6 +17,10 @@ SUBscribed (RDY 0) unless ``--no-subscribe``, and reports the server's RSS growt
 (``/proc/PID/status`` VmRSS, after one warm-up connection) per connection. RLIMIT_NOFILE's soft
 limit is raised to the hard one first (the servers inherit it).
 
+``--baseline DIR`` adds a third server to the rounds: the embedded one of another checkout (say
+``git worktree add /tmp/base HEAD~1``), through the same shim with ``PYTHONPATH=DIR``, for
+before/after figures from one run.
+
     bash test_service/build_nsq.sh      # nsqd, bench_writer and bench_reader
     .venv/bin/python -m benchmarks.embedded_vs_nsqd --rounds 3 --connections 18000
 """
@@ -41,7 +45,6 @@ from typing import Any
 
 import httpx
 
-KINDS = ("real", "embedded")
 _OPS = re.compile(r"duration: (\S+) - [\d.]+mb/s - ([\d.]+)ops/s")
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -70,8 +73,9 @@ class Server:
         self.http = f"127.0.0.1:{free_port()}"
         argv = [exe, f"--tcp-address={self.tcp}", f"--http-address={self.http}",
                 f"--data-path={data}", "--mem-queue-size=1000000"]  # fmt: skip
+        # cwd: not this checkout, which ``python -m`` would put before PYTHONPATH (--baseline)
         self.proc = subprocess.Popen(
-            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            argv, env=env, cwd=data, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         deadline = time.monotonic() + 30
         while True:
@@ -220,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=200)
     ap.add_argument("--connections", type=int, default=0, help="idle connections (0: skip)")
     ap.add_argument("--no-subscribe", action="store_true", help="idle connections only IDENTIFY")
+    ap.add_argument("--baseline", help="another checkout whose embedded server runs too")
     ap.add_argument("--json", help="write every round and the memory figures here")
     a = ap.parse_args(argv)
 
@@ -238,18 +243,22 @@ def main(argv: list[str] | None = None) -> int:
                        check=True, capture_output=True, timeout=60)  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k != "NSQ_BIN_DIR"}
         repo = str(Path(__file__).resolve().parents[1])
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, env.get("PYTHONPATH")]))
+        envs = {kind: dict(env) for kind in ("real", "embedded", "baseline")}
+        for kind, root in (("embedded", repo), ("baseline", a.baseline)):
+            envs[kind]["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
         exes = {"real": real, "embedded": str(Path(shims) / "nsqd")}
-        out: dict[str, Any] = {"rounds": [], "memory": []}
+        exes["baseline"] = exes["embedded"]
+        kinds = ("real", "embedded", "baseline") if a.baseline else ("real", "embedded")
+        out: dict[str, Any] = {"kinds": kinds, "rounds": [], "memory": []}
         for r in range(a.rounds):
-            for kind in KINDS if r % 2 == 0 else KINDS[::-1]:
-                row = bench_round(kind, exes[kind], env, a)
+            for kind in kinds if r % 2 == 0 else kinds[::-1]:
+                row = bench_round(kind, exes[kind], envs[kind], a)
                 out["rounds"].append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
         if a.connections:
             count = _raise_nofile(a.connections)
-            for kind in KINDS:
-                row = memory(kind, exes[kind], env, count, not a.no_subscribe)
+            for kind in kinds:
+                row = memory(kind, exes[kind], envs[kind], count, not a.no_subscribe)
                 out["memory"].append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
     finally:
@@ -267,25 +276,28 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(out: dict[str, Any], rounds: int) -> None:
+    kinds = out["kinds"]
     keys = ("writer_msg_s", "writer_cpu_us", "reader_msg_s", "reader_cpu_us")
     med = {
         kind: {
             k: statistics.median(x[k] for x in out["rounds"] if x["server"] == kind) for k in keys
         }
-        for kind in KINDS
+        for kind in kinds
     }
     print(f"medians of {rounds} interleaved round(s) per server")
     print("| server | bench_writer msg/s | CPU µs/msg | bench_reader msg/s | CPU µs/msg |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    for kind in KINDS:
+    for kind in kinds:
         m = med[kind]
         print(f"| {kind} | {m['writer_msg_s']:,.0f} | {m['writer_cpu_us']:.2f} "
               f"| {m['reader_msg_s']:,.0f} | {m['reader_cpu_us']:.2f} |")  # fmt: skip
-    e, r = med["embedded"], med["real"]
-    print(f"| embedded/real | {e['writer_msg_s'] / r['writer_msg_s']:.2f}x | "
-          f"{e['writer_cpu_us'] / r['writer_cpu_us']:.2f}x | "
-          f"{e['reader_msg_s'] / r['reader_msg_s']:.2f}x | "
-          f"{e['reader_cpu_us'] / r['reader_cpu_us']:.2f}x |")  # fmt: skip
+    r = med["real"]
+    for kind in kinds[1:]:
+        e = med[kind]
+        print(f"| {kind}/real | {e['writer_msg_s'] / r['writer_msg_s']:.2f}x | "
+              f"{e['writer_cpu_us'] / r['writer_cpu_us']:.2f}x | "
+              f"{e['reader_msg_s'] / r['reader_msg_s']:.2f}x | "
+              f"{e['reader_cpu_us'] / r['reader_cpu_us']:.2f}x |")  # fmt: skip
     if out["memory"]:
         print("\n| server | connections | RSS before MiB | RSS after MiB | bytes/connection |")
         print("| --- | ---: | ---: | ---: | ---: |")
@@ -293,7 +305,8 @@ def report(out: dict[str, Any], rounds: int) -> None:
             print(f"| {m['server']} | {m['connections']:,} | {m['rss_before_mib']:.1f} "
                   f"| {m['rss_after_mib']:.1f} | {m['bytes_per_connection']:,.0f} |")  # fmt: skip
         per = {m["server"]: m["bytes_per_connection"] for m in out["memory"]}
-        print(f"| embedded/real | | | | {per['embedded'] / max(1.0, per['real']):.2f}x |")
+        for kind in kinds[1:]:
+            print(f"| {kind}/real | | | | {per[kind] / max(1.0, per['real']):.2f}x |")
 
 
 if __name__ == "__main__":
