@@ -104,6 +104,19 @@ class Channel:
         self.message_count += 1
         self._enqueue(msg)
 
+    def put_many(self, msgs: list[Message]) -> None:
+        """New copies from the topic, as :meth:`put` one by one: queued, then handed to ready
+        clients (one pump, the same round-robin), an ephemeral channel's overflow dropped."""
+        self.message_count += len(msgs)
+        queue = self.queue
+        queue.extend(msgs)
+        if self._order and not self.paused:
+            self.pump()
+        if self.ephemeral:
+            limit = self.broker.mem_queue_size
+            while len(queue) > limit:
+                queue.pop()
+
     def put_deferred(self, msg: Message, delay: float) -> None:
         self.message_count += 1
         self._defer(msg, delay)
