@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build nsqd, nsqlookupd, nsqadmin, nsq_tail, to_nsq, bench_reader and bench_writer (the version
-# pinned in test_service/nsqbuild/go.mod) from the Go module proxy into test_service/.bin/.
+# pinned in test_service/nsqbuild/go.mod) from the Go module proxy into test_service/.bin/, and
+# go-nsq's own test binary (go-nsq.test, the go-nsq version nsq pins) with the certificates its
+# tests read (go-nsq/test/) for tests/embedded/test_go_nsq_suite.py.
 #
 # Idempotent: when the binaries exist and the stamp file records the same pinned sources
 # (go.mod + go.sum + tools.go), it exits at once without touching Go.
@@ -45,6 +47,7 @@ up_to_date() {
     for app in "${apps[@]}"; do
         [[ -x "$bin_dir/$app" ]] || return 1
     done
+    [[ -x "$bin_dir/go-nsq.test" && -f "$bin_dir/go-nsq/test/server.pem" ]] || return 1
     [[ "$(cat "$stamp")" == "$(want_stamp)" ]]
 }
 
@@ -89,11 +92,24 @@ if ! (cd "$mod_dir" && GOFLAGS="-mod=readonly -buildvcs=false" "$go_bin" build -
     die "'go build' of NSQ failed (see the Go output above). If go.sum is out of date, run
 'go mod tidy' in $mod_dir and commit the result."
 fi
-for app in "${apps[@]}"; do
+# go-nsq's test suite, compiled once here (not in the test): the binary, run from a folder
+# holding go-nsq's test/ certificates, is what `go test` in go-nsq's checkout would run.
+if ! (cd "$mod_dir" && GOFLAGS="-mod=readonly -buildvcs=false" "$go_bin" test -c \
+    -o "$tmp_out/go-nsq.test" github.com/nsqio/go-nsq); then
+    die "'go test -c' of go-nsq failed (see the Go output above)"
+fi
+gonsq_src="$(cd "$mod_dir" && GOFLAGS=-mod=readonly "$go_bin" list -m -f '{{.Dir}}' github.com/nsqio/go-nsq)"
+[[ -f "$gonsq_src/test/server.pem" ]] || die "no test certificates in $gonsq_src/test"
+mkdir -p "$tmp_out/go-nsq/test"
+cp "$gonsq_src"/test/* "$tmp_out/go-nsq/test/"
+chmod -R u+w "$tmp_out/go-nsq"
+for app in "${apps[@]}" go-nsq.test; do
     [[ -x "$tmp_out/$app" ]] || die "go build produced no $app binary"
     mv -f "$tmp_out/$app" "$bin_dir/$app"
 done
+rm -rf "$bin_dir/go-nsq"
+mv "$tmp_out/go-nsq" "$bin_dir/go-nsq"
 want_stamp >"$stamp"
-echo "build_nsq.sh: built ${apps[*]} in $((SECONDS - start_s)) s" >&2
+echo "build_nsq.sh: built ${apps[*]} go-nsq.test in $((SECONDS - start_s)) s" >&2
 "$bin_dir/nsqd" --version >&2
 echo "$bin_dir"

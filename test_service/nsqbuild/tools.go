@@ -3,7 +3,8 @@
 // Package tools pins the NSQ daemons and tools used by nsqclient's tests (nsqd, nsqlookupd,
 // nsqadmin, nsq_tail / to_nsq for the CLI interop tests, bench_reader for
 // benchmarks/drain_vs_bench_reader.py, bench_reader and bench_writer for
-// benchmarks/embedded_vs_nsqd.py). Nothing imports it: it only makes
+// benchmarks/embedded_vs_nsqd.py; build_nsq.sh also compiles go-nsq's own tests, for
+// tests/embedded/test_go_nsq_suite.py). Nothing imports it: it only makes
 // `go mod tidy` keep github.com/nsqio/nsq (and its dependencies) in go.mod and go.sum, so that
 // build_nsq.sh can `go build` the apps with -mod=readonly from checked-in sums.
 package tools

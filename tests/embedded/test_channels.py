@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from nsqclient.protocol import ErrorFrame, Heartbeat
-from tests.rawconn_support import Closed, RawClient
+from tests.rawconn_support import Closed, RawClient, mpub_body
 from tests.support import wait_for
 
 from .support import channel_stats, http, stats, topic_stats
@@ -78,6 +78,29 @@ async def test_ephemeral_overflow_is_dropped(make_nsqd: Factory) -> None:
     assert channel["depth"] == 5
     await sub.close()
     await pub.close()
+
+
+async def test_one_mpub_reaches_every_channel_in_order_and_overflows_the_ephemeral_one(
+    make_nsqd: Factory,
+) -> None:
+    server = make_nsqd(mem_queue_size=5)
+    ready = await consumer(server, "mpubs", "a", 3)
+    idle = await consumer(server, "mpubs", "b#ephemeral", 0)
+    pub = await publisher(server)
+    pub.send(b"MPUB mpubs\n" + mpub_body(*[b"%d" % i for i in range(8)]))
+    assert await pub.response() == b"OK"
+    assert [m.body for m in await ready.messages(3)] == [b"0", b"1", b"2"]
+    a = await wait_for(
+        lambda: channel_stats(server, "mpubs", "a"), until=lambda c: c["message_count"] == 8
+    )
+    assert (a["depth"], a["in_flight_count"]) == (5, 3)
+    b = await wait_for(
+        lambda: channel_stats(server, "mpubs", "b#ephemeral"),
+        until=lambda c: c["message_count"] == 8,
+    )
+    assert (b["depth"], b["in_flight_count"]) == (5, 0)
+    for c in (ready, idle, pub):
+        await c.close()
 
 
 async def test_pause_and_unpause_topic_and_channel(make_nsqd: Factory) -> None:

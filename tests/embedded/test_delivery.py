@@ -102,6 +102,30 @@ async def test_each_message_to_exactly_one_client_of_a_channel(make_nsqd: Factor
         await c.close()
 
 
+async def test_pipelined_fins_refill_each_freed_slot_of_that_client(make_nsqd: Factory) -> None:
+    # the embedded server refills the slots one read's FINs free with one pump after the batch
+    server = make_nsqd()
+    a = await consumer(server, "refill", "c", 3)
+    b = await consumer(server, "refill", "c", 3)
+    pub = await publisher(server)
+    await pub.pub("refill", *[b"%d" % i for i in range(10)])
+    await wait_for(
+        lambda: channel_stats(server, "refill", "c"), until=lambda c: c["in_flight_count"] == 6
+    )
+    first = await a.messages(3)
+    a.send(b"".join(b"FIN " + m.id + b"\n" for m in first))
+    again = await a.messages(3)
+    assert not {m.id for m in again} & {m.id for m in first}
+    channel = await wait_for(
+        lambda: channel_stats(server, "refill", "c"),
+        until=lambda c: c["depth"] == 1 and c["in_flight_count"] == 6,
+    )
+    counts = sorted((c["in_flight_count"], c["finish_count"]) for c in channel["clients"])
+    assert counts == [(3, 0), (3, 3)]
+    for c in (a, b, pub):
+        await c.close()
+
+
 async def test_rdy_is_a_window_not_a_counter(make_nsqd: Factory) -> None:
     server = make_nsqd()
     sub = await consumer(server, "window", "c", 2)

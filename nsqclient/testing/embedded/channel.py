@@ -104,6 +104,19 @@ class Channel:
         self.message_count += 1
         self._enqueue(msg)
 
+    def put_many(self, msgs: list[Message]) -> None:
+        """New copies from the topic, as :meth:`put` one by one: queued, then handed to ready
+        clients (one pump, the same round-robin), an ephemeral channel's overflow dropped."""
+        self.message_count += len(msgs)
+        queue = self.queue
+        queue.extend(msgs)
+        if self._order and not self.paused:
+            self.pump()
+        if self.ephemeral:
+            limit = self.broker.mem_queue_size
+            while len(queue) > limit:
+                queue.pop()
+
     def put_deferred(self, msg: Message, delay: float) -> None:
         self.message_count += 1
         self._defer(msg, delay)
@@ -127,7 +140,11 @@ class Channel:
         return max(0, len(self.queue) - self.broker.mem_queue_size)
 
     def pump(self) -> None:
-        """Hand queued messages to ready clients, round-robin, while any is ready."""
+        """Hand queued messages to ready clients, round-robin, while any is ready.
+
+        The per-message work of :meth:`_start_in_flight` is inlined (this loop is the reader
+        path's hot spot); the in-flight timer and the heap's compaction are checked once after.
+        """
         queue = self.queue
         order = self._order
         if self.paused or not queue or not order:
@@ -136,6 +153,11 @@ class Channel:
         i = self._rr
         idle = 0
         loop_time = self.broker.loop.time()
+        in_flight = self.in_flight
+        heap = self._if_heap
+        push = heapq.heappush
+        popleft = queue.popleft
+        earliest = 0.0
         while queue and idle < count:
             client = order[i % count]
             i += 1
@@ -143,16 +165,22 @@ class Channel:
                 idle += 1
                 continue
             idle = 0
-            msg = queue.popleft()
+            msg = popleft()
             rate = client.pump_sample_rate
             if rate and random.randrange(100) > rate:
                 continue  # sampled out: consumed, never delivered
             msg.attempts = (msg.attempts + 1) & 0xFFFF
             msg.client_id = client.id
             msg.delivered_at = loop_time
-            self._start_in_flight(msg, loop_time + client.pump_msg_timeout)
+            msg.deadline = deadline = loop_time + client.pump_msg_timeout
+            in_flight[msg.id] = msg
+            push(heap, (deadline, next(_seq), msg))
+            if not earliest or deadline < earliest:
+                earliest = deadline
             client.send_message(msg)
         self._rr = i % count
+        if earliest:
+            self._in_flight_started(earliest)
 
     # -- clients --
 
@@ -214,14 +242,23 @@ class Channel:
     def _start_in_flight(self, msg: Message, deadline: float) -> None:
         msg.deadline = deadline
         self.in_flight[msg.id] = msg
-        heap = self._if_heap
-        heapq.heappush(heap, (deadline, next(_seq), msg))
+        heapq.heappush(self._if_heap, (deadline, next(_seq), msg))
+        self._in_flight_started(deadline)
+
+    def _in_flight_started(self, earliest: float) -> None:
+        """After in-flight entries were pushed (the earliest deadline among them): arm the
+        exact timer (``precise_timeouts``), else drop the heap's dead entries once it is more
+        than twice the live set."""
         timer = self._if_timer
-        if self.broker.scanner is None and (timer is None or deadline < timer.when()):
-            self._arm_in_flight(deadline)
+        heap = self._if_heap
+        if self.broker.scanner is None and (timer is None or earliest < timer.when()):
+            self._arm_in_flight(earliest)
         elif len(heap) > 2 * len(self.in_flight) + 4096:
-            self._if_heap = [e for e in heap if self._live_in_flight(e)]
-            heapq.heapify(self._if_heap)
+            in_flight = self.in_flight
+            self._if_heap = heap = [
+                e for e in heap if in_flight.get(e[2].id) is e[2] and e[2].deadline == e[0]
+            ]
+            heapq.heapify(heap)
 
     def _live_in_flight(self, entry: tuple[float, int, Message]) -> bool:
         msg = entry[2]

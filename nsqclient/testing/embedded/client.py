@@ -45,6 +45,10 @@ class ClientState:
         self.tls = self.snappy = self.deflate = False
         self.auth_secret = b""
         self.auth_state: AuthState | None = None
+        # while the connection runs a batch of pipelined commands, the slots FIN / REQ free are
+        # refilled by one pump after the batch (one call per read, not per message)
+        self.batching = False
+        self.pump_due = False
 
     def set_ready_count(self, count: int) -> None:
         if count != self.ready_count:
@@ -67,7 +71,10 @@ class ClientState:
         self.in_flight_count -= 1
         channel = self.channel
         if channel is not None and channel.queue:
-            channel.pump()
+            if self.batching:
+                self.pump_due = True
+            else:
+                channel.pump()
 
     def emptied(self) -> None:
         self.in_flight_count = 0

@@ -11,11 +11,12 @@ closes the connection) and write back-pressure. The client's attributes and coun
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from ...protocol.compression import Codec, DeflateCodec, SnappyCodec
-from ...protocol.frames import encode_error, encode_message, encode_response
+from ...protocol.frames import FRAME_MESSAGE, encode_error, encode_response
 from .auth import common_name
 from .client import ClientState
 from .commands import ItemReader, Need, Result, execute
@@ -33,6 +34,8 @@ __all__ = ["ClientConnection", "preload_codecs"]
 MAX_LINE: Final = 16 * 1024
 _HEARTBEAT: Final = encode_response(b"_heartbeat_")
 _OK: Final = encode_response(b"OK")
+# a message frame's header in one pack: size, frame type, timestamp, attempts, id (then the body)
+_MESSAGE_FRAME: Final = struct.Struct(">IiqH16s")
 
 
 def preload_codecs(*, snappy: bool) -> None:
@@ -157,6 +160,7 @@ class ClientConnection(ClientState, asyncio.Protocol):
         buf = self._buf
         pos = 0
         done = False
+        self.batching = True
         try:
             while not (self._busy or self.closed or self._write_paused):
                 if self._body is not None:
@@ -205,6 +209,11 @@ class ClientConnection(ClientState, asyncio.Protocol):
         finally:
             if pos:
                 del buf[:pos]
+            self.batching = False
+            if self.pump_due:
+                self.pump_due = False
+                if self.channel is not None:
+                    self.channel.pump()
         return done
 
     def _step(self, body: Generator[Need, bytes, Result], chunk: bytes | None) -> None:
@@ -275,7 +284,11 @@ class ClientConnection(ClientState, asyncio.Protocol):
     def send_message(self, msg: Message) -> None:
         self.in_flight_count += 1
         self.message_count += 1
-        self._out.append(encode_message(msg.timestamp, msg.attempts, msg.id, msg.body))
+        body = msg.body
+        header = _MESSAGE_FRAME.pack(
+            len(body) + 30, FRAME_MESSAGE, msg.timestamp, msg.attempts, msg.id
+        )
+        self._out.append(header + body)
         if not self._flush_pending:
             self._flush_pending = True
             self.loop.call_soon(self._flush)

@@ -11,7 +11,6 @@ channel) goes. Non-ephemeral queues are unbounded here (nsqd spills them to disk
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -66,8 +65,14 @@ class Topic:
         self.message_count += len(msgs)
         self.message_bytes += sum(len(m.body) for m in msgs)
         if self._targets and self.started and not self.paused:
-            for msg in msgs:
-                self._hand_over(msg)
+            if any(m.deferred for m in msgs):
+                for msg in msgs:
+                    self._hand_over(msg)
+                return
+            first = True
+            for channel in self._targets:  # each channel its copies in one go, as one by one
+                channel.put_many(msgs if first else [m.copy() for m in msgs])
+                first = False
         else:
             self._hold(msgs)
 
@@ -179,7 +184,10 @@ class Broker:
         first = self._next_id + 1
         self._next_id += len(bodies)
         now = time.time_ns()
-        return [Message(b"%016x" % n, body, now) for n, body in zip(itertools.count(first), bodies)]
+        count = len(bodies)
+        ids = (b"%016x" * count) % tuple(range(first, first + count))  # one format, not count
+        at = range(0, 16 * count, 16)
+        return [Message(ids[i : i + 16], body, now) for i, body in zip(at, bodies, strict=True)]
 
     def get_topic(self, name: str) -> Topic:
         topic = self.topics.get(name)
