@@ -125,11 +125,11 @@ def run_sync(
                 for _ in range(n):
                     pub(topic, body)
 
-        doors = list(writer.aio._doors)
+        doors = list(getattr(writer.aio, "_doors", []))
         before = sum(getattr(d, "done_threads", 0) for d in doors)
         result = _in_threads(threads, work, count)
         # of the replies, the share a publishing thread read itself (the rest the loop read)
-        after = sum(getattr(d, "done_threads", 0) for d in writer.aio._doors)
+        after = sum(getattr(d, "done_threads", 0) for d in getattr(writer.aio, "_doors", []))
         result["read_by_threads"] = (after - before) / count if doors else 0.0
         return result
 
@@ -167,9 +167,7 @@ def run_aio(
     return asyncio.run(main())
 
 
-def run_gnsq(
-    address: str, topic: str, greenlets: int, count: int, body: bytes
-) -> dict[str, float]:
+def run_gnsq(address: str, topic: str, greenlets: int, count: int, body: bytes) -> dict[str, float]:
     import gevent  # type: ignore[import-untyped,import-not-found,unused-ignore]
     import gnsq  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
@@ -192,15 +190,28 @@ def run_gnsq(
     return result
 
 
+#: where ``test_service/peers/setup.sh gnsq`` puts gnsq's own virtualenv (gevent patches the
+#: standard library, so it is never installed beside nsqclient)
+PEERS = Path(os.environ.get("NSQ_PEERS_DIR", ROOT / "test_service" / ".peers"))
+
+
+def _python_for(name: str) -> str:
+    """The interpreter that runs ``name``'s child: gnsq's peer virtualenv where it has one."""
+    if CASES[name.removesuffix(" (before)")][0] == "gnsq":
+        peer = PEERS / "gnsq" / "bin" / "python"
+        if peer.exists():
+            return str(peer)
+    return sys.executable
+
+
 def available(name: str) -> bool:
     kind = CASES[name][0]
     if kind != "gnsq":
         return True
-    try:
-        import gnsq  # type: ignore[import-untyped,import-not-found,unused-ignore]  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    probe = subprocess.run(
+        [_python_for(name), "-c", "import gnsq, gevent"], capture_output=True, timeout=60
+    )
+    return probe.returncode == 0
 
 
 def child(name: str, address: str, topic: str, count: int, size: int) -> dict[str, float]:
@@ -216,16 +227,23 @@ def child(name: str, address: str, topic: str, count: int, size: int) -> dict[st
 
 
 def _run_child(
-    name: str, address: str, topic: str, count: int, size: int, pythonpath: str | None
+    name: str,
+    address: str,
+    topic: str,
+    count: int,
+    size: int,
+    pythonpath: str | None,
+    cpus: set[int] | None = None,
 ) -> dict[str, float]:
     env = dict(os.environ)
     if pythonpath is not None:
         env[SOURCE_ENV] = pythonpath
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.blocking", "--child", name, "--address", address,
+        [_python_for(name), "-m", "benchmarks.blocking", "--child", name, "--address", address,
          "--topic", topic, "--messages", str(count), "--size", str(size)],
         cwd=str(ROOT),
         env=env, capture_output=True, text=True, timeout=600,
+        preexec_fn=None if cpus is None else (lambda: os.sched_setaffinity(0, cpus)),
     )  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"{name} failed:\n{done.stderr}")
@@ -244,6 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
     parser.add_argument("--before", default=None, help="another checkout: its SyncWriter too")
     parser.add_argument("--json", default=None, help="write the rows to this file")
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="each client process on CPU 0, nsqd on the others (as with taskset)",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--address", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--topic", default="blocking", help=argparse.SUPPRESS)
@@ -271,13 +294,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs += [(f"{n} (before)", args.before) for n in names if CASES[n][0].startswith("sync")]
     results: dict[str, list[dict[str, float]]] = {label: [] for label, _ in runs}
     with NsqdProcess() as nsqd:
+        client_cpus: set[int] | None = None
+        if args.pin:
+            cpus = sorted(os.sched_getaffinity(0))
+            if len(cpus) < 2:
+                parser.error("--pin needs two CPUs")
+            assert nsqd.pid is not None
+            os.sched_setaffinity(nsqd.pid, set(cpus[1:]))
+            client_cpus = {cpus[0]}
         for r in range(args.rounds):
             order = runs if r % 2 == 0 else runs[::-1]
             for label, path in order:
                 topic = f"blocking{r}"
                 name = label.removesuffix(" (before)")
                 results[label].append(
-                    _run_child(name, nsqd.tcp_address, topic, args.messages, args.size, path)
+                    _run_child(
+                        name, nsqd.tcp_address, topic, args.messages, args.size, path, client_cpus
+                    )
                 )
                 print(f"round {r + 1}: {label}: {results[label][-1]}", file=sys.stderr)
             for t in {f"blocking{r}"}:
@@ -290,7 +323,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         med = {k: statistics.median(x[k] for x in results[label]) for k in results[label][0]}
         rows.append({"case": label, **med})
     by = {row["case"]: row for row in rows}
-    print(f"\n{args.rounds} rounds, {args.messages} publishes of {args.size} B per case, medians")
+    pinned = ", each client process on one CPU and nsqd on the other" if args.pin else ""
+    print(
+        f"\n{args.rounds} rounds, {args.messages} publishes of {args.size} B per case, "
+        f"medians{pinned}"
+    )
     print("| case | msg/s | x floor | client CPU µs/msg | x floor CPU | ctx switches/msg |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for row in rows:
