@@ -404,7 +404,7 @@ class Writer:
             self._refused(exc, token)
             raise
         if co is not None:  # coalescing: the same admission, settlement and errors
-            if self._started and not self._closed and self._outstanding < self._max_pending:
+            if self._started and not self._closed and self.outstanding < self._max_pending:
                 healthy = self._healthy
                 if (len(healthy) == 1 and healthy[0].state is _CONNECTED) or self._pick():
                     self._outstanding += 1
@@ -435,7 +435,7 @@ class Writer:
         # the hot path, _publish inlined (one coroutine frame less to resume per publish; the
         # single-connection pick inlined too). tests/aio/test_publish_paths.py pins it.
         # -- inlined from _publish --
-        if self._started and not self._closed and self._outstanding < self._max_pending:
+        if self._started and not self._closed and self.outstanding < self._max_pending:
             healthy = self._healthy
             if len(healthy) == 1 and healthy[0].state is _CONNECTED:
                 conn: Connection | None = healthy[0]
@@ -517,7 +517,7 @@ class Writer:
         """Admit, dispatch and settle one encoded publish (``timeout`` checked already)."""
         # fast path: connected, a free slot, a healthy connection (one check each, no clock read)
         # -- inlined into pub --
-        if self._started and not self._closed and self._outstanding < self._max_pending:
+        if self._started and not self._closed and self.outstanding < self._max_pending:
             conn = self._pick()
             if conn is not None:
                 self._outstanding += 1
@@ -559,17 +559,17 @@ class Writer:
             raise
         loop = self._loop
         assert loop is not None
-        conn = self._pick() if self._outstanding < self._max_pending else None
+        conn = self._pick() if self.outstanding < self._max_pending else None
         while conn is None:  # rare: wait for a free slot, then for a connection, then re-check
             try:
-                if self._outstanding >= self._max_pending:
+                if self.outstanding >= self._max_pending:
                     await self._wait_slot(deadline)
                 conn = self._pick()
                 if conn is None:
                     if self._http_fallback:
                         break  # no TCP connection: publish over HTTP below
                     await self._wait_healthy(deadline)
-                    conn = self._pick() if self._outstanding < self._max_pending else None
+                    conn = self._pick() if self.outstanding < self._max_pending else None
             except BaseException as exc:
                 self._refused(exc, token, counted=True)
                 raise
@@ -598,7 +598,7 @@ class Writer:
         loop callback, where a coroutine per publish would cost more than the publish."""
         if timeout is not None:
             _check_timeout(timeout)
-        if self._closed or not self._started or self._outstanding >= self._max_pending:
+        if self._closed or not self._started or self.outstanding >= self._max_pending:
             return None
         assert self._loop is not None
         fut: asyncio.Future[bytes] = self._loop.create_future()
@@ -618,26 +618,19 @@ class Writer:
         """The sync facade's door: like :meth:`publish_nowait`, completing ``waiter`` directly
         (no future, no callback hop); False if it must wait. The waiter then calls
         :meth:`_publish_done` once, which settles it (the sync facade's tickets do)."""
-        if self._closed or not self._started:
-            return False
         doors = self._doors
         if len(doors) == 1:  # admitted under the door's lock, as the threads' publishes are
             with doors[0].admit_lock:
-                if self.outstanding >= self._max_pending:
-                    return False
-                self._outstanding += 1
-        else:
-            if self.outstanding >= self._max_pending:
-                return False
-            self._outstanding += 1
-        try:
-            sent = self._send(waiter, data, count, timeout)
-        except BaseException:
-            self._outstanding -= 1
-            raise
-        if not sent:
-            self._outstanding -= 1
-        return sent
+                return self._admit(waiter, data, count, timeout)
+        return self._admit(waiter, data, count, timeout)
+
+    def _admit(self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float) -> bool:
+        if self._closed or not self._started or self.outstanding >= self._max_pending:
+            return False
+        if not self._send(waiter, data, count, timeout):
+            return False
+        self._outstanding += 1
+        return True
 
     def _publish_done(self, count: int, error: BaseException | None) -> None:
         """Settle a publish sent with :meth:`_publish_to` (the facade observes its own calls)."""

@@ -80,7 +80,7 @@ async def test_ephemeral_overflow_is_dropped(make_nsqd: Factory) -> None:
     await pub.close()
 
 
-async def test_one_mpub_reaches_every_channel_in_order_and_overflows_the_ephemeral_one(
+async def test_one_mpub_reaches_every_channel_and_overflows_the_ephemeral_one(
     make_nsqd: Factory,
 ) -> None:
     server = make_nsqd(mem_queue_size=5)
@@ -89,7 +89,10 @@ async def test_one_mpub_reaches_every_channel_in_order_and_overflows_the_ephemer
     pub = await publisher(server)
     pub.send(b"MPUB mpubs\n" + mpub_body(*[b"%d" % i for i in range(8)]))
     assert await pub.response() == b"OK"
-    assert [m.body for m in await ready.messages(3)] == [b"0", b"1", b"2"]
+    # three distinct ones of the eight (not in order: past mem_queue_size, real nsqd hands out
+    # the memory queue's and the disk queue's messages as its select picks them)
+    bodies = [bytes(m.body) for m in await ready.messages(3)]
+    assert len(set(bodies)) == 3 and set(bodies) <= {b"%d" % i for i in range(8)}, bodies
     a = await wait_for(
         lambda: channel_stats(server, "mpubs", "a"), until=lambda c: c["message_count"] == 8
     )

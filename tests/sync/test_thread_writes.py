@@ -291,3 +291,43 @@ def test_a_refused_publish_among_sixteen_threads_loses_nothing(nsqd_factory: Any
     assert b"x" * 200 not in counts
     assert all(counts.get(b) == 1 for b in acked), "an acknowledged publish is missing or doubled"
     assert set(counts) <= {b"warm", *acked, *raised}
+
+
+def test_the_window_threads_fill_bounds_coroutines_on_the_same_writer(nsqd: NsqdProcess) -> None:
+    """max_pending_publishes is one window for threads and coroutines: with nsqd frozen and the
+    threads' publishes filling it, a coroutine's publish on the shared Writer is not sent (it
+    waits for a slot and fails as never sent), and the window never overshoots."""
+    from tests.support import frozen
+
+    topic, max_pending = unique(), 8
+    with SyncWriter(
+        [nsqd.tcp_address], max_pending_publishes=max_pending, publish_timeout=60_000
+    ) as writer:
+        writer.pub(topic, b"warm")
+        errors: list[BaseException] = []
+
+        def publisher(i: int) -> None:
+            try:
+                writer.pub(topic, b"t%d" % i)
+            except BaseException as exc:
+                errors.append(exc)
+
+        with frozen(nsqd):
+            threads = [threading.Thread(target=publisher, args=(i,)) for i in range(12)]
+            for t in threads:
+                t.start()
+            wait_until(
+                lambda: (
+                    writer.stats()["outstanding"] == max_pending
+                    and writer.stats()["queued"] == 12 - max_pending
+                ),
+                what="the threads to fill the window",
+            )
+            with pytest.raises(NotSentTimeoutError) as info:
+                run_in_loop(writer.aio.pub(topic, b"aio", timeout=0.3), timeout=10)
+            assert info.value.sent is False
+            assert writer.stats()["outstanding"] == max_pending
+        for t in threads:
+            t.join(30)
+        assert errors == []
+    assert message_count(nsqd, topic) == 13
