@@ -11,6 +11,7 @@ path). MODE ``exit-run``: the same with ``run()`` workers still inside their han
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 
@@ -19,6 +20,9 @@ from nsqclient.sync import SyncReader, SyncWriter
 
 def main() -> None:
     mode, address, topic, channel, fin_count = sys.argv[1:6]
+    # Ctrl-C as a terminal delivers it, even when started from a shell's background job, which
+    # starts its commands with SIGINT ignored (Python then installs no handler for it)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     to_fin = int(fin_count)
     # an open writer too, never closed: interpreter exit must close it without hanging
     writer = SyncWriter(nsqd_tcp_addresses=[address])
