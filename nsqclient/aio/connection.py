@@ -116,6 +116,8 @@ _INF: Final = float("inf")
 #: Bytes read per read call (see :class:`Connection`): below glibc's mmap threshold (128 KiB),
 #: and four of nsqd's default output buffers.
 _READ_SIZE: Final = 64 * 1024
+#: what a closed connection reads into, should the transport still ask (nothing is decoded)
+_CLOSED_VIEW: Final = memoryview(bytearray(256))
 #: seconds a graceful close keeps for its last steps (CLS, closing) even when its timeout ran
 #: out, so that timeout 0 still closes a healthy connection politely; within the stated margin
 CLOSE_FLOOR: Final = 0.25
@@ -532,6 +534,9 @@ class Connection(asyncio.BufferedProtocol):
             self._wake_at = _INF
         self._wbuf.clear()
         self._wrest = None
+        # the 64 KiB read buffer goes now, not when a full collection finds this connection
+        # (a connection lives long enough to be collected only with the oldest generation)
+        self._rview = _CLOSED_VIEW
         cause = self.close_exception
         if self._pending:
             self._fail_pending(cause)

@@ -368,6 +368,9 @@ class ThreadWrites(ReadBaton):
 
     def _close_socket(self) -> None:
         sock, self._sock = self._sock, None
+        # the 64 KiB read buffer goes with the socket (no thread reads without the socket)
+        self._rbuf = bytearray()
+        self._rview = memoryview(self._rbuf)
         if sock is not None:
             try:
                 self._poll.unregister(sock.fileno())
