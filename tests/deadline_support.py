@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from nsqclient.testing import FaultProxy
 
@@ -65,6 +66,16 @@ def _cut_and_refuse(proxy: FaultProxy) -> None:
     proxy.refuse()
     proxy.cut()
 
+
+#: client options for the sync deadline tests: quick reconnects, and a read timeout longer
+#: than the calls' timeouts (a call's bound must not depend on it)
+SYNC_CLIENT: dict[str, Any] = {
+    "heartbeat_interval": 1000,
+    "reconnect_delay": 50,
+    "max_reconnect_delay": 250,
+    "dial_timeout": 300,
+    "read_timeout": 3000,
+}
 
 FAULTS = [
     Fault("refused", False, lambda p: p.refuse()),

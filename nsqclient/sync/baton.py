@@ -264,29 +264,28 @@ class ReadBaton:
         self._idle = None
         if not self.reading:
             return
-        if time.monotonic() - self._last_read >= _IDLE and self.read_lock.acquire(blocking=False):
-            try:
-                if self.reading:
-                    self.reading = False
-                    self._resume([])
-            finally:
-                self.read_lock.release()
+        if time.monotonic() - self._last_read >= _IDLE and self._reclaim():
             return
         self._idle = self._loop.call_later(_IDLE, self._idle_check)
+
+    def _reclaim(self) -> bool:
+        """Loop: take reading back if no thread holds the baton; False if one does."""
+        if not self.read_lock.acquire(blocking=False):
+            return False
+        try:
+            if self.reading:
+                self.reading = False
+                self._resume([])
+        finally:
+            self.read_lock.release()
+        return True
 
     def take_back(self) -> None:
         """The loop sent a command of its own: it reads its reply (and keeps reading a while)."""
         self._loop_until = self._loop.time() + _LOOP_HOLD
         if not self.reading:
             return
-        if self.read_lock.acquire(blocking=False):
-            try:
-                if self.reading:
-                    self.reading = False
-                    self._resume([])
-            finally:
-                self.read_lock.release()
-        else:
+        if not self._reclaim():
             self._want_loop = True  # the baton holder hands back after its read
 
     def _resume(self, events: list[Any]) -> None:

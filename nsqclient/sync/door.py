@@ -164,14 +164,8 @@ class ThreadWrites(ReadBaton):
             return
         try:
             conn = self._conn
-            sock = self._sock
-            if (
-                sock is None
-                or self._failing
-                or conn.state is not _CONNECTED
-                or conn._write_paused_at is not None
-                or self._transport.is_closing()
-            ):
+            sock = self._writable_locked()
+            if sock is None:
                 self._spill_tickets([ticket])  # never written: the loop's path sends or fails it
                 return
             ticket.state = _SENT
@@ -192,6 +186,21 @@ class ThreadWrites(ReadBaton):
             lock.release()
         if queue:  # queued while this thread held the lock
             self.write_queued()
+
+    def _writable_locked(self) -> socket.socket | None:
+        """The socket threads may write to now (holding :attr:`lock`), or None: closed, a write
+        failed, not connected, writes paused, or the transport closing."""
+        sock = self._sock
+        conn = self._conn
+        if (
+            sock is None
+            or self._failing
+            or conn.state is not _CONNECTED
+            or conn._write_paused_at is not None
+            or self._transport.is_closing()
+        ):
+            return None
+        return sock
 
     def _spill_queued(self) -> None:
         queue = self._queue
@@ -249,15 +258,8 @@ class ThreadWrites(ReadBaton):
     def _write_locked(self) -> None:
         conn = self._conn
         queue = self._queue
-        transport = self._transport
-        sock = self._sock
-        if (
-            sock is None
-            or self._failing
-            or conn.state is not _CONNECTED
-            or conn._write_paused_at is not None
-            or transport.is_closing()
-        ):
+        sock = self._writable_locked()
+        if sock is None:
             self._spill_queued()  # never written: the loop's path sends or fails them
             return
         pending = conn._pending

@@ -136,30 +136,14 @@ class SyncWriter(FacadeLifecycle):
             commands.check_timeout(timeout)
             deadline = _monotonic() + timeout
         ticket = PublishTicket(data, count, deadline, future, waker)
-        writer = self._writer
-        doors = writer._doors
+        doors = self._writer._doors
         if doors:  # the fast path: written by this thread (see nsqclient.sync.door)
             if len(doors) == 1:
-                # door.admit(), spelled out for the one door (the hot path)
                 door = doors[0]
-                lock = door.admit_lock
-                lock.acquire()
-                admitted = door.admitted
-                if (
-                    writer._outstanding + admitted - door.returned - door.done - door.done_threads
-                    < self._max_pending
-                ):
-                    door.admitted = admitted + 1
-                    lock.release()
-                    admit = True
-                else:
-                    lock.release()
-                    admit = False
             else:
                 self._rr = rr = (self._rr + 1) % len(doors)
                 door = doors[rr]
-                admit = door.admit()
-            if admit:  # a max_pending_publishes slot; else it waits in the queue
+            if door.admit():  # a max_pending_publishes slot; else it waits in the queue
                 ticket._door = door
                 if future is None:
                     door.submit_own(ticket)

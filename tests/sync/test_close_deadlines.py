@@ -20,20 +20,13 @@ from nsqclient.errors import NSQError
 from nsqclient.sync import SyncReader, SyncWriter, run_in_loop
 from nsqclient.testing import FaultProxy
 from nsqclient.testing.daemons import NsqdProcess
-from tests.deadline_support import FAULTS, Clock, Fault, check_bound, during_call
+from tests.deadline_support import FAULTS, SYNC_CLIENT, Clock, Fault, check_bound, during_call
 from tests.support import unique, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
 T = 0.5
-CLIENT: dict[str, Any] = {
-    "heartbeat_interval": 1000,
-    "reconnect_delay": 50,
-    "max_reconnect_delay": 250,
-    "dial_timeout": 300,
-    "read_timeout": 3000,  # longer than T: the bounds must not depend on it
-    "publish_timeout": 10_000,  # likewise
-}
+CLIENT: dict[str, Any] = {**SYNC_CLIENT, "publish_timeout": 10_000}  # longer than T
 #: refused, blackholed (never connected), stalled (connected), cut mid-call
 CASES = [FAULTS[0], FAULTS[1], FAULTS[2], FAULTS[5]]
 IDS = [f.name for f in CASES]

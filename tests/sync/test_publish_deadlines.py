@@ -21,19 +21,21 @@ from nsqclient.errors import NotSentTimeoutError, NSQError
 from nsqclient.sync import SyncWriter
 from nsqclient.testing import FaultProxy
 from nsqclient.testing.daemons import NsqdProcess
-from tests.deadline_support import FAULT_IDS, FAULTS, Clock, Fault, check_bound, during_call
+from tests.deadline_support import (
+    FAULT_IDS,
+    FAULTS,
+    SYNC_CLIENT,
+    Clock,
+    Fault,
+    check_bound,
+    during_call,
+)
 from tests.support import unique
 
 pytestmark = pytest.mark.timeout(60)
 
 T = 0.5
-CLIENT: dict[str, Any] = {
-    "heartbeat_interval": 1000,
-    "reconnect_delay": 50,
-    "max_reconnect_delay": 250,
-    "dial_timeout": 300,
-    "read_timeout": 3000,  # a publish's bound must not depend on it
-}
+CLIENT: dict[str, Any] = SYNC_CLIENT
 
 SyncCall = Callable[[SyncWriter, str], object]
 SYNC_CALLS: dict[str, SyncCall] = {
