@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from .connection import Connection, Pending, ReplyWaiter
     from .resend import Dispatch
 
-__all__ = ["Coalescer", "copy_error", "join_pub", "split_pub"]
+__all__ = ["Coalescer", "copy_error", "join_mpub", "join_pub", "refused_whole", "split_pub"]
 
 _pack_u32 = struct.Struct(">I").pack
 
@@ -64,6 +64,17 @@ _REFUSED = frozenset({"E_BAD_BODY", "E_BAD_MESSAGE", "E_MPUB_FAILED"})
 def join_pub(prefix: bytes, body: Part) -> bytes:
     """The PUB of ``prefix`` (``b"PUB <topic>\\n"``) and ``body``."""
     return b"".join((prefix, _pack_u32(len(body)), body))
+
+
+def join_mpub(prefix: bytes, bodies: list[Part], size: int) -> bytes:
+    """The MPUB of ``bodies`` to the topic of ``prefix`` (``b"PUB <topic>\\n"``); ``size`` is
+    its body's: 4 + the sum of 4 + len(body)."""
+    parts: list[Part] = [b"M" + prefix, _pack_u32(size), _pack_u32(len(bodies))]
+    append = parts.append
+    for body in bodies:
+        append(_pack_u32(len(body)))
+        append(body)
+    return b"".join(parts)
 
 
 def split_pub(data: bytes) -> tuple[bytes, memoryview]:
@@ -89,7 +100,7 @@ def copy_error(exc: BaseException) -> BaseException:
     return new
 
 
-def _refused(exc: BaseException) -> bool:
+def refused_whole(exc: BaseException) -> bool:
     """nsqd refused the whole MPUB for what one message in it may be (nothing was stored)."""
     if isinstance(exc, ServerError):
         return exc.code in _REFUSED
@@ -124,13 +135,7 @@ class _Batch:
 
     def encode(self) -> bytes:
         """The MPUB carrying every body (``b"MPUB <topic>\\n"``, size, count, size + body each)."""
-        bodies = self.bodies
-        parts: list[Part] = [b"M" + self.prefix, _pack_u32(self.size), _pack_u32(len(bodies))]
-        append = parts.append
-        for body in bodies:
-            append(_pack_u32(len(body)))
-            append(body)
-        return b"".join(parts)
+        return join_mpub(self.prefix, self.bodies, self.size)
 
     # -- ReplyWaiter: the connection (or the HTTP fallback, or the resend backlog) completes it
 
@@ -147,7 +152,7 @@ class _Batch:
 
     def set_exception(self, exception: BaseException, /) -> None:
         self.finished = True
-        if _refused(exception):
+        if refused_whole(exception):
             self.coalescer.resend_alone(self)
             return
         first = True

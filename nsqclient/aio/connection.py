@@ -91,6 +91,7 @@ def _under_door(method: _M) -> _M:
 
     return locked  # type: ignore[return-value]
 
+
 __all__ = [
     "CLOSE_FLOOR",
     "Connection",
@@ -179,6 +180,11 @@ class Door(Protocol):
     sent: int
     done: int
     ok: int
+    #: with ``coalesce``: MPUBs it sent of two or more publishes, those publishes, and the
+    #: MPUBs nsqd refused (each publish then sent again alone)
+    batches: int
+    messages: int
+    split: int
 
     def __enter__(self) -> None: ...
 

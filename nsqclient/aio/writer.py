@@ -183,6 +183,7 @@ class Writer:
         self._make_door: Callable[[Connection], Door] | None = None
         self._door_sent = 0  # what the doors of lost connections had written
         self._door_ok = 0  # and the messages acknowledged to tickets their threads settled
+        self._door_coalesced = [0, 0, 0]  # and the batches, messages and splits they coalesced
         self._published = 0  # messages acknowledged
         self._failed = 0  # publish calls that raised
         #: told of every publish (None: none attached; see :mod:`nsqclient.observer`)
@@ -324,6 +325,9 @@ class Writer:
             self._doors = [d for d in self._doors if d is not door]
             self._door_sent += door.sent  # the facade's stats count every door there was
             self._door_ok += door.ok
+            self._door_coalesced[0] += door.batches  # (a coalescing door's, see sync.door_batch)
+            self._door_coalesced[1] += door.messages
+            self._door_coalesced[2] += door.split
         if conn in self._healthy:
             self._healthy.remove(conn)
         if not self._healthy and self._healthy_event is not None:
@@ -895,14 +899,17 @@ class Writer:
         ever added across releases). Loop thread only.
         """
         co = self._coalesce
+        batches, messages, split = self._door_coalesced
+        for c in self._doors if co is None else (co, *self._doors):
+            batches, messages, split = batches + c.batches, messages + c.messages, split + c.split
         return {
             "published": self._published + self._door_ok + sum(d.ok for d in self._doors),
             "published_over_http": self.published_over_http,
             "failed": self._failed,
             "resent": self.resent,
-            "coalesced_batches": 0 if co is None else co.batches,
-            "coalesced_messages": 0 if co is None else co.messages,
-            "coalesced_split": 0 if co is None else co.split,
+            "coalesced_batches": batches,
+            "coalesced_messages": messages,
+            "coalesced_split": split,
             "outstanding": self.outstanding,
             "max_pending_publishes": self._max_pending,
             "connection_losses": self._nodes.outages.losses,

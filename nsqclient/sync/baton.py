@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..aio.connection import ConnectionState
 from ..errors import ProtocolError
 from ..protocol.frames import HEARTBEAT, OK, OK_FRAME
+from .door_batch import DoorBatch
 
 if TYPE_CHECKING:
     import asyncio
@@ -62,6 +63,7 @@ class ReadBaton:
     _writer: Any
     _queue: collections.deque[Any]
     lock: threading.RLock
+    _on_way: int
 
     def write_queued(self) -> None:
         raise NotImplementedError
@@ -161,7 +163,13 @@ class ReadBaton:
         lock.acquire()
         try:
             pending = conn._pending
-            if len(events) == 1 and events[0] is OK and pending and pending[0][0] is me:
+            if (
+                len(events) == 1
+                and events[0] is OK
+                and me.state != _DONE
+                and pending
+                and pending[0][0] is me
+            ):
                 # the common case, one thread publishing: its own reply, alone
                 own: Any = pending.popleft()[0]  # (me)
                 conn._waiting_since = now
@@ -181,6 +189,8 @@ class ReadBaton:
                 if ticket is me:
                     ticket.error = None
                     ticket.state = _DONE
+                elif ticket.__class__ is DoorBatch:  # coalescing: each of its tickets
+                    ticket.complete_ok(me)
                 else:
                     ticket.complete(None)  # wakes its thread (or resolves its future)
         writer = self._writer
@@ -193,16 +203,21 @@ class ReadBaton:
         that is not ours goes back to the loop."""
         conn = self._conn
         done: list[Any] = []
-        ok = 0
+        ok = width = 0
         for i, event in enumerate(events):
             if event is OK and pending:
                 head: Any = pending[0][0]
                 if getattr(head, "_door", None) is self:
                     pending.popleft()
                     conn._waiting_since = now
+                    if head.state == _DONE:  # the loop failed it already (no reply in time):
+                        continue  # settled then; the late reply only takes its place here
                     head._on_sent_done = None  # settled here, not by the loop
                     ok += head.count
+                    width += head.width
                     done.append(head)
+                    if head.__class__ is DoorBatch:  # coalescing: what waits may go now
+                        self._on_way -= 1
                     continue
             elif event is HEARTBEAT:
                 conn.heartbeats_received += 1
@@ -211,7 +226,7 @@ class ReadBaton:
             self._hand_back(events[i:])
             break
         self.ok += ok
-        self.done_threads += len(done)
+        self.done_threads += width
         return done
 
     def _hand_back(self, events: list[Any]) -> None:

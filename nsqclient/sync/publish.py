@@ -54,6 +54,8 @@ class PublishTicket:
         "state",
     )
 
+    width = 1  # tickets per write (a coalescing door's DoorBatch has more)
+
     def __init__(
         self,
         data: bytes,
@@ -86,6 +88,8 @@ class PublishTicket:
             while self.state != _DONE:
                 remaining = deadline - time.monotonic()
                 if remaining > 0:
+                    if door is not None and self.state == _QUEUED:  # a coalescing door held it
+                        door.write_queued()  # (written once the write on its way is answered)
                     # read the reply in this thread when threads read (see .door), else wait
                     # to be woken (or for a slice to pass): look again either way
                     if door is None or not door.reading or not door.read_for(self, remaining):

@@ -101,8 +101,7 @@ class SyncWriter(FacadeLifecycle):
         queue = PublishQueue(
             self._max_queued, writer._publish_to, writer.wait_ready, writer._publish_done
         )
-        if not self.config.coalesce:  # coalesced PUBs are joined on the loop
-            writer._share_with_threads(partial(ThreadWrites, spill=queue.put_back, writer=writer))
+        writer._share_with_threads(partial(ThreadWrites, spill=queue.put_back, writer=writer))
         return writer, queue
 
     # ------------------------------------------------------------------ publishing

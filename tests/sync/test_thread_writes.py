@@ -46,11 +46,12 @@ def _publishers(
     return threads
 
 
+@pytest.mark.parametrize("coalesce", [False, True], ids=["plain", "coalesced"])
 def test_sixteen_threads_publish_through_cuts_a_stall_and_refusals(
-    nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy
+    nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy, coalesce: bool
 ) -> None:
     topic, ledger, stop = unique(), SyncLedger(), threading.Event()
-    options = {**FAST, "publish_timeout": int(PUBLISH_TIMEOUT * 1000)}
+    options = {**FAST, "publish_timeout": int(PUBLISH_TIMEOUT * 1000), "coalesce": coalesce}
     with SyncWriter([nsq_fault_proxy.address], **options) as writer:
         threads = _publishers(writer, topic, ledger, stop)
         try:
@@ -68,18 +69,25 @@ def test_sixteen_threads_publish_through_cuts_a_stall_and_refusals(
                 t.join(10)
         assert not any(t.is_alive() for t in threads)
         assert writer.stats()["written_by_threads"] > 0  # the threads' own path was exercised
+        if coalesce:
+            assert writer.stats()["coalesced_batches"] > 0  # and the threads' MPUBs
     assert ledger.raised, "no publish ever failed: the faults did not bite"
     ledger.check(drain_bodies(nsqd, topic, message_count(nsqd, topic), **FAST))
 
 
+@pytest.mark.parametrize("coalesce", [False, True], ids=["plain", "coalesced"])
 def test_a_stall_fails_each_blocked_publish_within_its_timeout_then_recovers(
-    nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy
+    nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy, coalesce: bool
 ) -> None:
     """Nothing answers: every thread's publish raises NSQTimeoutError (sent, maybe stored) on
-    its own clock; the connection is then found stuck and replaced, and publishing resumes."""
+    its own clock; the connection is then found stuck and replaced, and publishing resumes.
+    Coalescing, the publishes that waited behind the one on its way are written when it times
+    out, or never (NotSentTimeoutError): either way each says which."""
     topic = unique()
     timeout = 0.5
-    with SyncWriter([nsq_fault_proxy.address], **FAST, publish_timeout=2000) as writer:
+    with SyncWriter(
+        [nsq_fault_proxy.address], **FAST, publish_timeout=2000, coalesce=coalesce
+    ) as writer:
         writer.pub(topic, b"warm")
         outcomes: list[tuple[BaseException | None, float]] = []
         lock = threading.Lock()
@@ -103,17 +111,26 @@ def test_a_stall_fails_each_blocked_publish_within_its_timeout_then_recovers(
         assert len(outcomes) == THREADS
         for error, took in outcomes:
             assert isinstance(error, NSQTimeoutError), error
-            assert error.sent is True and not isinstance(error, NotSentTimeoutError)
+            assert error.sent is not isinstance(error, NotSentTimeoutError)
+            assert coalesce or error.sent
             assert took <= timeout + MARGIN, f"a publish took {took:.2f}s for a {timeout}s timeout"
         writer.pub(topic, b"after", timeout=10)  # a fresh connection once the stuck one went
+        # the late replies to the publishes that timed out settle nothing twice (they once
+        # counted as published too, and drove outstanding below 0: graceful_close then waited
+        # out its whole timeout)
+        stats = writer.stats()
+        assert (stats["outstanding"], stats["published"], stats["failed"]) == (0, 2, THREADS)
     assert b"after" in drain_bodies(nsqd, topic, message_count(nsqd, topic), **FAST)
 
 
-def test_a_close_from_another_thread_while_sixteen_publish(nsqd: NsqdProcess) -> None:
+@pytest.mark.parametrize("coalesce", [False, True], ids=["plain", "coalesced"])
+def test_a_close_from_another_thread_while_sixteen_publish(
+    nsqd: NsqdProcess, coalesce: bool
+) -> None:
     """Every publishing thread ends (ClosedError once closed); what was acknowledged is stored;
-    graceful_close waits for what the threads wrote themselves."""
+    graceful_close waits for what the threads wrote themselves (or held to join a batch)."""
     topic, ledger, stop = unique(), SyncLedger(), threading.Event()
-    writer = SyncWriter([nsqd.tcp_address], **FAST)
+    writer = SyncWriter([nsqd.tcp_address], **FAST, coalesce=coalesce)
     closed_errors: list[BaseException] = []
 
     def publisher() -> None:
@@ -246,19 +263,23 @@ def test_heartbeats_are_answered_while_threads_read_and_after(nsqd: NsqdProcess)
         assert stats["connection_losses"] == 0 and stats["written_by_threads"] > 0
 
 
-def test_a_refused_publish_among_sixteen_threads_loses_nothing(nsqd_factory: Any) -> None:
+@pytest.mark.parametrize("coalesce", [False, True], ids=["plain", "coalesced"])
+def test_a_refused_publish_among_sixteen_threads_loses_nothing(
+    nsqd_factory: Any, coalesce: bool
+) -> None:
     """nsqd refuses one body (E_BAD_MESSAGE, fatal, then it closes) while threads read and
     write the connection: that publish raises (BadMessageError, or ConnectionClosedError when
     the threads' writes met the closing socket first: a reset drops the error frame), it is
     never stored, and every other publish is acknowledged and stored once or raises a typed
-    error (those may or may not be stored)."""
+    error (those may or may not be stored). Coalescing, a refused MPUB's messages are sent again
+    alone, and only the offending one fails."""
     nsqd = nsqd_factory(extra_args=["--max-msg-size=100"])
     topic = unique()
     acked: list[bytes] = []
     raised: list[bytes] = []
     refused: list[NSQError] = []
     lock = threading.Lock()
-    with SyncWriter([nsqd.tcp_address], **FAST) as writer:
+    with SyncWriter([nsqd.tcp_address], **FAST, coalesce=coalesce) as writer:
         writer.pub(topic, b"warm")
 
         def publisher(i: int) -> None:
