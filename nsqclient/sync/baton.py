@@ -126,28 +126,98 @@ class ReadBaton:
         self._pass_baton(ticket)
         return True
 
+    def round_trip(self, ticket: Any) -> bool:
+        """Read the reply to the calling thread's own blocking publish at once, if the baton is
+        free: one poll (a slice), one read and, when that read is the lone OK for ``ticket``,
+        its settlement here; True if ``ticket`` is done. Anything else read is taken as
+        :meth:`read_for` takes it, and False tells the caller to wait as usual.
+
+        Why apart from :meth:`read_for`: this is what a script publishing in a loop pays per
+        publish, and read_for's layers (its loop, the general match) cost it about 2 of its
+        12 µs of Python per publish (measured 2026-12-03, in one process against a bare socket).
+        """
+        if not self.reading:
+            return False
+        baton = self.read_lock
+        if not baton.acquire(blocking=False):
+            return False
+        conn = self._conn
+        try:
+            if not self.reading or self._want_loop:
+                return False
+            remaining = ticket.deadline - _monotonic()
+            wait = remaining if remaining < _SLICE else _SLICE
+            if wait <= 0 or not self._poll.poll(wait * 1000.0 + 1.0):
+                return False
+            n = self._recv()
+            if not n:
+                return False
+            if n == 10 and self._rbuf.startswith(OK_FRAME) and not conn._decoder.buffered:
+                now = _monotonic()
+                self._last_read = conn._last_read = now
+                with self.lock:
+                    pending = conn._pending
+                    mine = ticket.state != _DONE and pending and pending[0][0] is ticket
+                    if mine:
+                        pending.popleft()
+                        conn._waiting_since = now
+                        ticket._on_sent_done = None  # settled here, not by the loop
+                        self.ok += ticket.count
+                        self.done_threads += 1
+                        ticket.error = None
+                        ticket.state = _DONE
+                if not mine:
+                    self._take(n, ticket)  # (the reply of another, or of the loop's command)
+                else:
+                    if self._queue:
+                        self.write_queued()  # queued while this thread held the lock
+                    writer = self._writer
+                    if writer._idle_waiters or writer._slot_waiters:
+                        self._loop.call_soon_threadsafe(writer._after_release)
+            else:
+                self._take(n, ticket)
+        finally:
+            closing = self._closing
+            baton.release()
+            if closing:
+                self._close_socket()
+        if conn._pending:
+            self._pass_baton(ticket)
+        answered: bool = ticket.state == _DONE
+        return answered
+
     def _read_once(self, me: Any) -> None:
         """One read by the baton holder: complete what answers this door's tickets."""
-        conn = self._conn
+        n = self._recv()
+        if n:
+            self._take(n, me)
+
+    def _recv(self) -> int:
+        """Read into the read buffer (holding the baton): the bytes read, or 0 when none came
+        or reading went back to the loop (the socket closed, broke, or reached its end)."""
         sock = self._sock
         if sock is None:
             self._hand_back([])
-            return
+            return 0
         try:
             n = sock.recv_into(self._rview)
         except (BlockingIOError, InterruptedError):
-            return
+            return 0
         except OSError:
             self._hand_back([])  # the loop meets the same error and drops the connection
-            return
+            return 0
         if not n:
             self._hand_back([])  # the end of the stream: the loop reads it again
-            return
+        return n
+
+    def _take(self, n: int, me: Any) -> None:
+        """Complete what the ``n`` bytes just read answer among this door's tickets."""
+        conn = self._conn
         now = _monotonic()
         self._last_read = now
         decoder = conn._decoder
         if n == 10 and self._rbuf.startswith(OK_FRAME) and not decoder.buffered:
-            events = _ONE_OK  # one OK alone, as a single publisher reads it: no decoding
+            events = _ONE_OK  # one OK alone: no decoding
         else:
             try:
                 events = decoder.feed(self._rview[:n].tobytes())
@@ -158,30 +228,8 @@ class ReadBaton:
             if not events:
                 return
         conn._last_read = now
-        done: list[Any] | None = None
-        lock = self.lock
-        lock.acquire()
-        try:
-            pending = conn._pending
-            if (
-                len(events) == 1
-                and events[0] is OK
-                and me.state != _DONE
-                and pending
-                and pending[0][0] is me
-            ):
-                # the common case, one thread publishing: its own reply, alone
-                own: Any = pending.popleft()[0]  # (me)
-                conn._waiting_since = now
-                own._on_sent_done = None  # settled here, not by the loop
-                self.ok += own.count
-                self.done_threads += 1
-                own.error = None
-                own.state = _DONE
-            else:
-                done = self._match_locked(events, pending, now)
-        finally:
-            lock.release()
+        with self.lock:
+            done = self._match_locked(events, conn._pending, now)
         if self._queue:
             self.write_queued()  # queued while this thread held the lock
         if done:
