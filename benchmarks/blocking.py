@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CASES: dict[str, tuple[str, int, str]] = {
     "floor-1": ("floor", 1, "no library, 1 thread (socket, PUB, blocking recv)"),
     "floor-16": ("floor", 16, "no library, 16 threads, a socket each"),
+    "bare-shared-16": ("bare-shared", 16, "no library, 16 threads, one socket they share"),
     "sync-1": ("sync", 1, "SyncWriter.pub, 1 thread"),
     "sync-16": ("sync", 16, "SyncWriter.pub, 16 threads"),
     "sync-16-coalesce": ("sync-coalesce", 16, "SyncWriter.pub, 16 threads, coalesce=True"),
@@ -106,6 +107,24 @@ def run_floor(address: str, topic: str, threads: int, count: int, body: bytes) -
         s.close()
 
     return _in_threads(threads, work, count)
+
+
+def run_bare_shared(
+    address: str, topic: str, threads: int, count: int, body: bytes
+) -> dict[str, float]:
+    from .bare_shared import BareShared
+
+    command = b"PUB " + topic.encode() + b"\n" + struct.pack(">l", len(body)) + body
+    shared = BareShared(address)
+
+    def work(n: int) -> None:
+        for _ in range(n):
+            shared.pub(command)
+
+    try:
+        return _in_threads(threads, work, count)
+    finally:
+        shared.close()
 
 
 def run_sync(
@@ -219,6 +238,8 @@ def child(name: str, address: str, topic: str, count: int, size: int) -> dict[st
     body = b"x" * size
     if kind == "floor":
         return run_floor(address, topic, threads, count, body)
+    if kind == "bare-shared":
+        return run_bare_shared(address, topic, threads, count, body)
     if kind.startswith("sync"):
         return run_sync(address, topic, threads, count, body, kind)
     if kind == "aio":

@@ -41,6 +41,7 @@ async def main() -> None:
 asyncio.run(main())
 """
 
+
 def _cpu_s(pid: int) -> float:
     from nsqclient.benchmark.latency import nsqd_cpu_seconds  # utime + stime from /proc
 

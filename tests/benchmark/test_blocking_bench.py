@@ -1,6 +1,7 @@
-"""benchmarks/blocking.py runs end to end against real nsqd: the floor, SyncWriter (plain,
-coalesced, pub_nowait) and the asyncio Writer, each case in its own process, with ratios to
-the floor in the table, and the ``--before`` cases against another checkout's nsqclient."""
+"""benchmarks/blocking.py runs end to end against real nsqd: the floor, a bare shared socket,
+SyncWriter (plain, coalesced, pub_nowait) and the asyncio Writer, each case in its own process,
+with ratios to the floor in the table, and the ``--before`` cases against another checkout's
+nsqclient."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.timeout(240)
 def test_the_blocking_benchmark_measures_every_case_against_its_floor(tmp_path: Path) -> None:
     out = tmp_path / "rows.json"
-    cases = "floor-1,floor-16,sync-1,sync-16,sync-16-coalesce,sync-16-nowait,aio-256"
+    cases = "floor-1,floor-16,bare-shared-16,sync-1,sync-16,sync-16-coalesce,sync-16-nowait,aio-256"
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.blocking", "--rounds", "1", "--messages", "1600",
          "--cases", cases, "--before", str(ROOT), "--json", str(out)],
