@@ -33,14 +33,7 @@ LAYERS = ("protocol", "flow", "aio", "sync")  # each imports only those before i
 #: on (it imports nothing); the rest of compat (asyncnsq's Reader) sits on top of the clients
 BESIDE = frozenset(
     {
-        "config",
-        "errors",
-        "message",
-        "addresses",
-        "http",
-        "options",
-        "stats",
-        "compat.pynsq",
+        "config", "errors", "message", "addresses", "http", "options", "stats", "compat.pynsq",
         "observer",  # the declared interface the clients call; observability implements it
         "_version",
     }

@@ -28,7 +28,8 @@ A thread's write that fails (nsqd closed the connection) does not drop the conne
 the loop reads what nsqd sent before the end first, so a refused publish gets its own error
 frame instead of a reset's ConnectionClosedError.
 
-Reading, too, passes to the threads while they publish: see :mod:`.baton`.
+Reading, too, passes to the threads while they publish: see :mod:`.baton`. With
+``coalesce=True`` the group commit joins each topic's PUBs into MPUBs: see :mod:`.door_batch`.
 
 A thread gives up on its own clock (the ticket's deadline); a publish sent and unanswered by
 then asks the loop to run the connection's liveness check, which fails what is overdue and
@@ -49,7 +50,7 @@ from ..aio.connection import ConnectionState
 from ..errors import ConnectionClosedError
 from ..protocol import commands
 from .baton import _IDLE, ReadBaton, _closed
-from .door_batch import DoorBatch, group
+from .door_batch import group
 
 if TYPE_CHECKING:
     from ..aio.connection import Connection
@@ -350,8 +351,9 @@ class ThreadWrites(ReadBaton):
         self.sent += len(claimed)
         self._send_all_locked(sock, [w.data for w in writes], earliest, timed)
 
-    def answered(self, write: DoorBatch, width: int) -> None:
-        """Loop: a coalescing write was answered (or failed); its tickets are settled."""
+    def answered(self, width: int) -> None:
+        """Loop: a coalescing write of ``width`` tickets was answered (or failed): they are
+        settled, and the next write may go."""
         with self.lock:
             self._on_way -= 1
         self.done += width

@@ -90,7 +90,7 @@ class DoorBatch:
     def _finish(self, error: BaseException | None) -> None:
         self.state = _DONE
         door = self._door
-        door.answered(self, len(self.tickets))
+        door.answered(self.width)
         settle = door._settle_writer
         blocking = False
         for i, ticket in enumerate(self.tickets):
@@ -108,7 +108,7 @@ class DoorBatch:
         self.state = _DONE
         door = self._door
         writer = door._writer
-        door.answered(self, len(self.tickets))
+        door.answered(self.width)
         door.split += 1
         co = writer._coalesce
         limit = _INF if co is None else co.max_msg_size
