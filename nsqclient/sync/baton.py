@@ -129,8 +129,9 @@ class ReadBaton:
     def round_trip(self, ticket: Any) -> bool:
         """Read the reply to the calling thread's own blocking publish at once, if the baton is
         free: one poll (a slice), one read and, when that read is the lone OK for ``ticket``,
-        its settlement here; True if ``ticket`` is done. Anything else read is taken as
-        :meth:`read_for` takes it, and False tells the caller to wait as usual.
+        its settlement here; True if nsqd acknowledged ``ticket``. Anything else read is taken as
+        :meth:`read_for` takes it, and False tells the caller to wait as usual (which raises the
+        ticket's error if it failed meanwhile).
 
         Why apart from :meth:`read_for`: this is what a script publishing in a loop pays per
         publish, and read_for's layers (its loop, the general match) cost it about 2 of its
@@ -143,7 +144,10 @@ class ReadBaton:
             return False
         conn = self._conn
         try:
-            if not self.reading or self._want_loop:
+            if not self.reading:
+                return False
+            if self._want_loop:  # the loop asked for reading back
+                self._hand_back([])
                 return False
             remaining = ticket.deadline - _monotonic()
             wait = remaining if remaining < _SLICE else _SLICE
@@ -183,8 +187,9 @@ class ReadBaton:
                 self._close_socket()
         if conn._pending:
             self._pass_baton(ticket)
-        answered: bool = ticket.state == _DONE
-        return answered
+        # an error (a refusal, a cut) is the caller's to raise, as the general wait raises it
+        acknowledged: bool = ticket.state == _DONE and ticket.error is None
+        return acknowledged
 
     def _read_once(self, me: Any) -> None:
         """One read by the baton holder: complete what answers this door's tickets."""
