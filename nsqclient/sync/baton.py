@@ -144,10 +144,9 @@ class ReadBaton:
             return False
         conn = self._conn
         try:
-            if not self.reading:
-                return False
-            if self._want_loop:  # the loop asked for reading back
-                self._hand_back([])
+            if self._want_loop or not self.reading:
+                if self.reading:  # the loop asked for reading back
+                    self._hand_back([])
                 return False
             remaining = ticket.deadline - _monotonic()
             wait = remaining if remaining < _SLICE else _SLICE
