@@ -155,12 +155,13 @@ class ReadBaton:
             n = self._recv()
             if not n:
                 return False
+            mine = False
             if n == 10 and self._rbuf.startswith(OK_FRAME) and not conn._decoder.buffered:
                 now = _monotonic()
                 self._last_read = conn._last_read = now
                 with self.lock:
                     pending = conn._pending
-                    mine = ticket.state != _DONE and pending and pending[0][0] is ticket
+                    mine = ticket.state != _DONE and bool(pending) and pending[0][0] is ticket
                     if mine:
                         pending.popleft()
                         conn._waiting_since = now
@@ -169,16 +170,14 @@ class ReadBaton:
                         self.done_threads += 1
                         ticket.error = None
                         ticket.state = _DONE
-                if not mine:
-                    self._take(n, ticket)  # (the reply of another, or of the loop's command)
-                else:
-                    if self._queue:
-                        self.write_queued()  # queued while this thread held the lock
-                    writer = self._writer
-                    if writer._idle_waiters or writer._slot_waiters:
-                        self._loop.call_soon_threadsafe(writer._after_release)
-            else:
+            if not mine:  # anything else: the reply of another, or of the loop's command
                 self._take(n, ticket)
+            else:
+                if self._queue:
+                    self.write_queued()  # queued while this thread held the lock
+                writer = self._writer
+                if writer._idle_waiters or writer._slot_waiters:
+                    self._loop.call_soon_threadsafe(writer._after_release)
         finally:
             closing = self._closing
             baton.release()
