@@ -39,6 +39,7 @@ import enum
 import functools
 import itertools
 import logging
+import os
 import ssl
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
@@ -119,6 +120,9 @@ _INF: Final = float("inf")
 _READ_SIZE: Final = 64 * 1024
 #: what a closed connection reads into, should the transport still ask (nothing is decoded)
 _CLOSED_VIEW: Final = memoryview(bytearray(256))
+#: after a failed write, what is read of what nsqd sent before its end (see _read_what_is_left)
+_LEFT_READS: Final = 16
+_LEFT_READ_SIZE: Final = 64 * 1024
 #: seconds a graceful close keeps for its last steps (CLS, closing) even when its timeout ran
 #: out, so that timeout 0 still closes a healthy connection politely; within the stated margin
 CLOSE_FLOOR: Final = 0.25
@@ -194,6 +198,8 @@ class Door(Protocol):
 
     #: reading may pass to the threads at the end of this read (then ``after_read()``)
     _switch: bool
+    #: threads read the socket (the transport's reading is paused); set only by the loop
+    reading: bool
 
     def after_read(self) -> None: ...
 
@@ -530,6 +536,13 @@ class Connection(asyncio.BufferedProtocol):
         """
         if self.state is ConnectionState.CLOSED:
             return
+        if (
+            isinstance(exc, OSError)
+            and self._pending
+            and self._setup is None
+            and self._read_what_is_left()
+        ):
+            return  # what was left closed the connection
         was_closing = self._closing_on_purpose
         self.state = ConnectionState.CLOSED
         if self.close_exception is None:
@@ -568,6 +581,41 @@ class Connection(asyncio.BufferedProtocol):
         self.in_flight.clear()
         if self._door is not None:
             self._door.close()
+
+    def _read_what_is_left(self) -> bool:
+        """A write failed (nsqd closed the connection): read what nsqd sent before its end;
+        True if that closed the connection.
+
+        Why: nsqd answers a refused publish with an error frame and closes; a command written
+        after that meets the reset, and asyncio then drops the transport without reading the
+        frame still waiting in the socket, so the refused publish (and each one before it)
+        would fail as maybe-sent instead of with nsqd's answer. The socket stays open until
+        this callback returns, and the kernel hands out received bytes before the reset, so
+        they are read here (a bounded number of non-blocking reads). Not under TLS (its bytes
+        pass through an object the transport owns), nor while publishing threads read the
+        socket (they read the answer themselves).
+        """
+        transport = self._transport
+        door = self._door
+        if (
+            transport is None
+            or (door is not None and door.reading)
+            or transport.get_extra_info("ssl_object") is not None
+        ):
+            return False
+        sock = transport.get_extra_info("socket")
+        fd = -1 if sock is None else sock.fileno()
+        for _ in range(_LEFT_READS if fd >= 0 else 0):
+            try:
+                data = os.read(fd, _LEFT_READ_SIZE)
+            except OSError:  # nothing more (EAGAIN), or the reset itself
+                break
+            if not data:
+                break
+            self.data_received(data)
+            if self.state is ConnectionState.CLOSED or not self._pending:
+                break
+        return self.state is ConnectionState.CLOSED
 
     @_under_door
     def _fail_pending(self, cause: BaseException | None) -> None:

@@ -102,6 +102,44 @@ async def test_mpub_and_dpub_refusals_fail_alone(
         await wait_for(all_there, what="every deferred message in the topic")
 
 
+async def test_a_write_that_meets_nsqds_reset_still_reads_the_refusal(
+    small_nsqd: NsqdProcess,
+) -> None:
+    """nsqd refuses a PUB and closes; a later write meets the reset and asyncio drops the
+    transport without reading. The refusal nsqd sent first is still read: the refused PUB fails
+    with nsqd's BadMessageError, the ones written behind it are sent again and succeed.
+
+    (Seen under load, where the loop's write came before its read: a ConnectionClosedError
+    for the refused PUB.) Reading is held back so that the write comes first here."""
+    import select
+
+    topic = unique()
+    async with Writer([small_nsqd.tcp_address], max_msg_size=1_000_000, **FAST_RECONNECT) as w:
+        (conn,) = w.connections
+        transport = conn._transport
+        assert transport is not None
+        fd = transport.get_extra_info("socket").fileno()
+        transport.pause_reading()
+        events = select.poll()
+        events.register(fd, select.POLLRDHUP)
+
+        def peer(flag: int) -> bool:
+            return any(e & flag for _fd, e in events.poll(0))
+
+        refused = asyncio.ensure_future(w.pub(topic, b"x" * 2048))
+        await wait_for(lambda: peer(select.POLLRDHUP), what="nsqd's refusal and close")
+        behind = asyncio.ensure_future(w.pub(topic, b"behind"))  # answered by the reset
+        await wait_for(lambda: peer(select.POLLERR | select.POLLHUP), what="the reset")
+        last = asyncio.ensure_future(w.pub(topic, b"last"))  # its write fails: EPIPE
+        results = await asyncio.wait_for(
+            asyncio.gather(refused, behind, last, return_exceptions=True), DEADLINE
+        )
+        assert isinstance(results[0], BadMessageError), results
+        assert results[1:] == [None, None]
+        assert w.stats()["published"] == 2 and w.stats()["failed"] == 1
+    assert small_nsqd.stats(topic=topic)["topics"][0]["message_count"] == 2
+
+
 def test_sync_writer_one_oversized_among_many_fails_alone(small_nsqd: NsqdProcess) -> None:
     """The same from threads: pub_nowait futures pipelined behind the refused one succeed."""
     topic = unique()
