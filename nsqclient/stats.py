@@ -184,3 +184,6 @@ class SyncWriterStats(WriterStats):
     written_by_threads: int
     """Count: publishes the calling threads wrote to nsqd themselves since start (the fast
     path, on plain TCP connections); the others crossed to the loop to be written."""
+    read_by_threads: int
+    """Count: of those, the publishes whose reply a publishing thread read itself since start
+    (the read baton); the loop read the others' and woke their threads."""

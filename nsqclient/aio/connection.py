@@ -179,10 +179,11 @@ class ConnectionOwner(Protocol):
 class Door(Protocol):
     """A connection shared with publishing threads (see :meth:`Connection.open_door`)."""
 
-    #: publishes written through it (by threads), of those settled by the loop, and the
-    #: messages acknowledged to the ones the threads settled
+    #: publishes written through it (by threads), of those settled by the loop, the ones the
+    #: threads settled (their replies read by a thread), and the messages acknowledged to those
     sent: int
     done: int
+    done_threads: int
     ok: int
     #: with ``coalesce``: MPUBs it sent of two or more publishes, those publishes, and the
     #: MPUBs nsqd refused (each publish then sent again alone)

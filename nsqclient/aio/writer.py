@@ -183,6 +183,7 @@ class Writer:
         self._make_door: Callable[[Connection], Door] | None = None
         self._door_sent = 0  # what the doors of lost connections had written
         self._door_ok = 0  # and the messages acknowledged to tickets their threads settled
+        self._door_read = 0  # and those tickets (replies the publishing threads read)
         self._door_coalesced = [0, 0, 0]  # and the batches, messages and splits they coalesced
         self._published = 0  # messages acknowledged
         self._failed = 0  # publish calls that raised
@@ -325,6 +326,7 @@ class Writer:
             self._doors = [d for d in self._doors if d is not door]
             self._door_sent += door.sent  # the facade's stats count every door there was
             self._door_ok += door.ok
+            self._door_read += door.done_threads
             self._door_coalesced[0] += door.batches  # (a coalescing door's, see sync.door_batch)
             self._door_coalesced[1] += door.messages
             self._door_coalesced[2] += door.split

@@ -40,6 +40,7 @@ __all__ = ["ReadBaton"]
 
 _CONNECTED = ConnectionState.CONNECTED
 _monotonic = time.monotonic
+_INF = float("inf")
 _DONE = 2  # PublishTicket's state (sync.publish)
 _ONE_OK: list[Any] = [OK]
 #: seconds without a thread reading after which the loop reads again (well under nsqd's
@@ -47,6 +48,8 @@ _ONE_OK: list[Any] = [OK]
 _IDLE = 0.25
 #: after the loop's own command, seconds before reading passes to the threads again
 _LOOP_HOLD = 1.0
+#: the pending replies the loop looks through for one of its own before ending its hold early
+_SCAN = 64
 _SLICE = 0.1  # the longest single poll (a waiting thread looks at its deadline in between)
 _READ_SIZE = 64 * 1024
 _POLL_IN = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
@@ -313,18 +316,32 @@ class ReadBaton:
         """The end of one of the loop's reads (Connection.buffer_updated)."""
         self._switch = False
         conn = self._conn
-        if (
-            self.reading
-            or conn.state is not _CONNECTED
-            or self._sock is None
-            or self._loop.time() < self._loop_until
-        ):
+        if self.reading or conn.state is not _CONNECTED or self._sock is None:
+            return
+        if self._loop_until and self._loop_waits(conn._pending):
             return
         self._transport.pause_reading()
         self.reading = True
         self._last_read = time.monotonic()
         if self._idle is None:
             self._idle = self._loop.call_later(_IDLE, self._idle_check)
+
+    def _loop_waits(self, pending: collections.deque[Any]) -> bool:
+        """Loop: whether the hold after its own command still stands: its time not passed and
+        a reply not a thread's still pending (the loop reads that one). Why not the time alone:
+        a script's first publish, sent by the loop while the door opened, held reading on the
+        loop for a whole second, every publish of it at the loop path's cost (two wake-ups)."""
+        until = self._loop_until
+        if self._loop.time() >= until:
+            self._loop_until = 0.0
+            return False
+        if until == _INF:  # a thread's write failed: threads read no more here
+            return True
+        for i, entry in enumerate(pending):
+            if i == _SCAN or getattr(entry[0], "_door", None) is not self:
+                return True  # the loop's own reply (or too far to look): the hold stands
+        self._loop_until = 0.0
+        return False
 
     def _idle_check(self) -> None:
         self._idle = None

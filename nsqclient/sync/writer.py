@@ -385,7 +385,14 @@ async def _stats(writer: Writer, queue: PublishQueue) -> SyncWriterStats:
     queued = len(queue) + sum(door.queued for door in writer._doors)
     failed = core["failed"] + queue.failures + sum(door.withdrawn for door in writer._doors)
     written = writer._door_sent + sum(door.sent for door in writer._doors)
-    return {**core, "failed": failed, "queued": queued, "written_by_threads": written}
+    read = writer._door_read + sum(door.done_threads for door in writer._doors)
+    return {
+        **core,
+        "failed": failed,
+        "queued": queued,
+        "written_by_threads": written,
+        "read_by_threads": read,
+    }
 
 
 def _settle_future(obs: Observer, token: Any, future: concurrent.futures.Future[None]) -> None:
