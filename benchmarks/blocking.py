@@ -40,6 +40,7 @@ CASES: dict[str, tuple[str, int, str]] = {
     "floor-16": ("floor", 16, "no library, 16 threads, a socket each"),
     "bare-shared-16": ("bare-shared", 16, "no library, 16 threads, one socket they share"),
     "sync-1": ("sync", 1, "SyncWriter.pub, 1 thread"),
+    "sync-1-script": ("sync-script", 1, "SyncWriter.pub, 1 thread, a script's first publishes"),
     "sync-16": ("sync", 16, "SyncWriter.pub, 16 threads"),
     "sync-16-coalesce": ("sync-coalesce", 16, "SyncWriter.pub, 16 threads, coalesce=True"),
     "sync-16-nowait": ("sync-nowait", 16, "SyncWriter.pub_nowait(...).result(), 16 threads"),
@@ -132,6 +133,22 @@ def run_sync(
 ) -> dict[str, float]:
     from nsqclient.sync import SyncWriter
 
+    if kind == "sync-script":  # as a script starts: no ``with``, no warm-up, connect included
+        cpu0, cs0 = _usage()
+        t0 = time.perf_counter()
+        script = SyncWriter([address])
+        try:
+            for _ in range(count):
+                script.pub(topic, body)
+        finally:
+            elapsed = time.perf_counter() - t0
+            cpu1, cs1 = _usage()
+            script.close()
+        return {
+            "msg_per_s": count / elapsed,
+            "cpu_us": 1e6 * (cpu1 - cpu0) / count,
+            "cs": (cs1 - cs0) / count,
+        }
     with SyncWriter([address], coalesce=kind == "sync-coalesce") as writer:
         writer.pub(topic, body)  # connected and warm
 

@@ -1,7 +1,7 @@
 """benchmarks/blocking.py runs end to end against real nsqd: the floor, a bare shared socket,
-SyncWriter (plain, coalesced, pub_nowait) and the asyncio Writer, each case in its own process,
-with ratios to the floor in the table, and the ``--before`` cases against another checkout's
-nsqclient."""
+SyncWriter (plain, a script's first publishes, coalesced, pub_nowait) and the asyncio Writer,
+each case in its own process, with ratios to the floor in the table, and the ``--before``
+cases against another checkout's nsqclient."""
 
 from __future__ import annotations
 
@@ -18,7 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.timeout(240)
 def test_the_blocking_benchmark_measures_every_case_against_its_floor(tmp_path: Path) -> None:
     out = tmp_path / "rows.json"
-    cases = "floor-1,floor-16,bare-shared-16,sync-1,sync-16,sync-16-coalesce,sync-16-nowait,aio-256"
+    cases = (
+        "floor-1,floor-16,bare-shared-16,sync-1,sync-1-script,sync-16,sync-16-coalesce,"
+        "sync-16-nowait,aio-256"
+    )
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.blocking", "--rounds", "1", "--messages", "1600",
          "--cases", cases, "--before", str(ROOT), "--json", str(out)],
@@ -27,7 +30,7 @@ def test_the_blocking_benchmark_measures_every_case_against_its_floor(tmp_path: 
     assert done.returncode == 0, done.stderr
     rows = {r["case"]: r for r in json.loads(out.read_text())}
     assert set(cases.split(",")) <= set(rows)
-    assert {"sync-1 (before)", "sync-16 (before)"} <= set(rows)
+    assert {"sync-1 (before)", "sync-1-script (before)", "sync-16 (before)"} <= set(rows)
     for row in rows.values():
         assert row["msg_per_s"] > 0 and row["cpu_us"] > 0 and row["cs"] >= 0
     assert "| SyncWriter.pub, 16 threads | " in done.stdout
