@@ -110,7 +110,8 @@ async def test_writer_through_an_outage_holds_its_bound_and_gives_it_back(
         except NSQError as exc:
             outcomes[type(exc).__name__] += 1
 
-    async def steady(seconds: float) -> None:
+    async def steady(seconds: float) -> int:
+        """Publish at RATE for `seconds`; return how many were started (fewer on a busy machine)."""
         start, n = loop.time(), 0
         while loop.time() < start + seconds:
             n += 1
@@ -118,6 +119,7 @@ async def test_writer_through_an_outage_holds_its_bound_and_gives_it_back(
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             await asyncio.sleep(max(0.0, start + n / RATE - loop.time()))
+        return n
 
     with traced(), unrecorded_logs():
         async with Writer([proxy.address], **options) as writer:
@@ -133,7 +135,7 @@ async def test_writer_through_an_outage_holds_its_bound_and_gives_it_back(
                 proxy.cut()
                 sampler = loop.create_task(peak.sample())
                 try:
-                    await steady(OUTAGE[nsq_backend])
+                    started = await steady(OUTAGE[nsq_backend])
                 finally:
                     sampler.cancel()
             peak.check("during the outage")
@@ -143,7 +145,8 @@ async def test_writer_through_an_outage_holds_its_bound_and_gives_it_back(
             await steady(1.0)  # nsqd is back: publishing resumes
             await wait_for(lambda: not tasks and not writer.outstanding, what="all resolved")
             assert outcomes["acked"] > acked, outcomes
-            assert outcomes["NoConnectionsError"] > RATE * OUTAGE[nsq_backend] / 2, outcomes
+            # most of the outage's publishes found no connection (a few may wait it out)
+            assert outcomes["NoConnectionsError"] > started / 2, (started, outcomes)
             after = snapshot()
             grown = library_bytes(after) - base
             assert grown <= SLACK, (
