@@ -8,6 +8,7 @@ kept-alive connection, percent-encoded names, TLS, and a server that drops idle 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import socket
 import threading
@@ -308,8 +309,12 @@ def one_shot_server() -> Iterator[OneShot]:
     try:
         yield server
     finally:
+        # close() alone does not wake a thread blocked in accept() on Linux; shutdown() does
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)
         listener.close()
         thread.join(timeout=5)
+        assert not thread.is_alive(), "the one-shot server's thread did not stop"
 
 
 def test_sync_idle_connection_closed_by_the_server_is_not_reused(one_shot_server: OneShot) -> None:
