@@ -93,6 +93,8 @@ class ReadBaton:
         self._closing = False  # closed while a thread held the baton: it closes the socket
         self.ok = 0  # messages acknowledged to tickets the threads completed
         self.done_threads = 0  # tickets the threads completed (under read_lock)
+        #: futures (pub_nowait) a thread's read answered, resolved once it let go of the baton
+        self._later: list[Any] = []
 
     def read_for(self, ticket: Any, remaining: float) -> bool:
         """Read replies in the calling thread until ``ticket`` is done (at most one slice of
@@ -123,10 +125,15 @@ class ReadBaton:
                     break
         finally:
             closing = self._closing
+            later = self._later
+            if later:
+                self._later = []
             lock.release()
             if closing:
                 self._close_socket()
         self._pass_baton(ticket)
+        if later:
+            self._resolve(later)
         return True
 
     def round_trip(self, ticket: Any) -> bool:
@@ -183,11 +190,16 @@ class ReadBaton:
                     self._loop.call_soon_threadsafe(writer._after_release)
         finally:
             closing = self._closing
+            later = self._later
+            if later:
+                self._later = []
             baton.release()
             if closing:
                 self._close_socket()
         if conn._pending:
             self._pass_baton(ticket)
+        if later:
+            self._resolve(later)
         # an error (a refusal, a cut) is the caller's to raise, as the general wait raises it
         acknowledged: bool = ticket.state == _DONE and ticket.error is None
         return acknowledged
@@ -244,12 +256,28 @@ class ReadBaton:
                     ticket.error = None
                     ticket.state = _DONE
                 elif ticket.__class__ is DoorBatch:  # coalescing: each of its tickets
-                    ticket.complete_ok(me)
-                else:
-                    ticket.complete(None)  # wakes its thread (or resolves its future)
+                    ticket.complete_ok(me, self._later)
+                elif ticket.future is None:
+                    ticket.complete(None)  # wakes its thread
+                else:  # its callbacks may publish and block: run them off the baton
+                    self._later.append(ticket)
         writer = self._writer
-        if writer._idle_waiters or writer._slot_waiters:  # graceful_close, a waiting publish
+        # a graceful close or a waiting publish; if futures wait in _later, once they resolved
+        if (writer._idle_waiters or writer._slot_waiters) and not self._later:
             self._loop.call_soon_threadsafe(writer._after_release)
+
+    def _resolve(self, tickets: list[Any]) -> None:
+        """Resolve the futures of ``tickets`` (acknowledged) in the calling thread, which now
+        holds no lock of the door's: a done callback that publishes and blocks reads its own
+        reply (under the baton it would wait out its timeout, as no other thread may read)."""
+        for ticket in tickets:
+            ticket.complete(None)
+        writer = self._writer
+        if writer._idle_waiters or writer._slot_waiters:
+            try:
+                self._loop.call_soon_threadsafe(writer._after_release)
+            except RuntimeError:  # the loop is closed
+                pass
 
     def _match_locked(self, events: list[Any], pending: Any, now: float) -> list[Any]:
         """The tickets of this door that ``events`` answer, taken off the FIFO (holding

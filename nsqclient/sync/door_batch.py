@@ -64,14 +64,18 @@ class DoorBatch:
 
     # -- a reading thread completes it (the door's lock held while it matched the OK) --
 
-    def complete_ok(self, me: Any) -> None:
+    def complete_ok(self, me: Any, later: list[Any]) -> None:
+        """Acknowledged, read by a publishing thread (``me``): its threads woken, its futures
+        put in ``later`` (resolved once the reader let go of the baton)."""
         self.state = _DONE
         for ticket in self.tickets:
             if ticket is me:  # the reading thread's own: no wake-up
                 ticket.error = None
                 ticket.state = _DONE
-            else:
+            elif ticket.future is None:
                 ticket.complete(None)
+            else:
+                later.append(ticket)
 
     # -- ReplyWaiter: the loop completes it (an OK it read, an error frame, a cut, a timeout) --
 

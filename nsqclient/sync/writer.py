@@ -257,7 +257,10 @@ class SyncWriter(FacadeLifecycle):
 
         Blocks only while the bounded publish queue is full (backpressure). Cancelling the
         future withdraws the publish while it waits in the queue; once it is being sent,
-        ``cancel()`` returns False (as for any running future).
+        ``cancel()`` returns False (as for any running future). Done callbacks run in the
+        thread that resolves the future: the nsqclient loop thread (where a blocking publish
+        raises NSQError), or a publishing thread that read the OK, after it let go of reading
+        (a blocking publish there works). Keep them short either way.
         """
         return self._call_nowait("pub", topic, 1, partial(_pub, topic, body), timeout)
 

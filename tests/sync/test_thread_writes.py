@@ -224,6 +224,46 @@ def test_a_script_reads_its_own_replies_from_its_second_publish(nsqd: NsqdProces
     assert sorted(drain_bodies(nsqd, topic, 100)) == sorted(b"s%d" % i for i in range(100))
 
 
+async def _current_thread() -> threading.Thread:
+    return threading.current_thread()
+
+
+def test_a_blocking_publish_in_a_nowait_done_callback_is_acknowledged(nsqd: NsqdProcess) -> None:
+    """A ``pub_nowait`` future's done callback runs in the thread that resolves it: the loop
+    (where a blocking publish raises at once: it would deadlock), or a publishing thread that
+    read its OK. In the second case it runs once that thread let go of reading, so a blocking
+    publish inside it reads its own reply (before: it waited out its timeout, as no one else
+    may read while a thread holds the read baton, and raised NSQTimeoutError)."""
+    topic = unique()
+    outcomes: list[str] = []
+    loop_thread: list[threading.Thread] = []
+
+    def callback(future: Any) -> None:
+        future.result()
+        if threading.current_thread() is loop_thread[0]:
+            outcomes.append("on the loop")
+            return
+        try:
+            writer.pub(topic, b"from-callback", timeout=5)
+            outcomes.append("acked")
+        except NSQError as exc:
+            outcomes.append(type(exc).__name__)
+
+    with SyncWriter([nsqd.tcp_address]) as writer:
+        loop_thread.append(run_in_loop(_current_thread()))
+        for i in range(20):
+            writer.pub(topic, b"warm-%d" % i)  # reading passes to this thread
+        for i in range(20):
+            writer.pub_nowait(topic, b"n-%d" % i).add_done_callback(callback)
+            writer.pub(topic, b"b-%d" % i)  # this thread reads the nowait's OK too
+        wait_until(lambda: len(outcomes) == 20, what="every callback ran", timeout=30)
+    # the read that resolved each future was this thread's or the loop's: both happen
+    assert set(outcomes) <= {"acked", "on the loop"}, outcomes
+    acked = outcomes.count("acked")
+    assert acked >= 1, outcomes  # the case this is about: resolved by this thread's read
+    assert message_count(nsqd, topic) == 20 + 20 + 20 + acked
+
+
 def test_a_body_larger_than_the_socket_buffer(nsqd_factory: Any) -> None:
     """The thread's send takes part of an 8 MiB MPUB; the loop writes the rest, in order, and
     the PUBs behind it are answered after it."""
