@@ -3,7 +3,8 @@
 The floor is no library at all: threads with a socket each, writing a PUB and then blocking in
 ``recv`` for its OK, which is the least a blocking publish can cost in CPython. Beside it, in the
 same run and on the same nsqd: ``SyncWriter.pub`` from 1 and 16 threads (plain and with
-``coalesce=True``), ``SyncWriter.pub_nowait`` waited for at once from 16 threads, gnsq's
+``coalesce=True``), ``SyncWriter.pub_nowait`` waited for at once from 1 and 16 threads and
+with 16 futures outstanding per thread (the oldest waited for, 256 in all), gnsq's
 ``Producer.publish`` from 256 greenlets where gnsq is installed, and the asyncio ``Writer.pub``
 with 256 concurrent awaits. Every publish waits for nsqd's OK.
 
@@ -18,6 +19,8 @@ cases run with the nsqclient found in PATH (another checkout), for before/after 
 from __future__ import annotations
 
 import argparse
+import collections
+import concurrent.futures
 import json
 import os
 import resource
@@ -43,7 +46,9 @@ CASES: dict[str, tuple[str, int, str]] = {
     "sync-1-script": ("sync-script", 1, "SyncWriter.pub, 1 thread, a script's first publishes"),
     "sync-16": ("sync", 16, "SyncWriter.pub, 16 threads"),
     "sync-16-coalesce": ("sync-coalesce", 16, "SyncWriter.pub, 16 threads, coalesce=True"),
+    "sync-1-nowait": ("sync-nowait", 1, "SyncWriter.pub_nowait(...).result(), 1 thread"),
     "sync-16-nowait": ("sync-nowait", 16, "SyncWriter.pub_nowait(...).result(), 16 threads"),
+    "sync-16-window": ("sync-window", 16, "SyncWriter.pub_nowait, 16 threads, 16 futures each"),
     "gnsq-256": ("gnsq", 256, "gnsq Producer.publish, 256 greenlets"),
     "aio-256": ("aio", 256, "asyncio Writer.pub, 256 concurrent"),
 }
@@ -156,6 +161,14 @@ def run_sync(
             if kind == "sync-nowait":
                 for _ in range(n):
                     writer.pub_nowait(topic, body).result()
+            elif kind == "sync-window":  # 256 outstanding in all, the oldest waited for
+                window: collections.deque[concurrent.futures.Future[None]] = collections.deque()
+                for _ in range(n):
+                    if len(window) >= 256 // threads:
+                        window.popleft().result()
+                    window.append(writer.pub_nowait(topic, body))
+                for future in window:
+                    future.result()
             else:
                 pub = writer.pub
                 for _ in range(n):

@@ -108,6 +108,7 @@ class ReadBaton:
             poll = self._poll.poll
             wait = remaining if remaining < _SLICE else _SLICE
             end = 0.0
+            nowait = ticket.future is not None  # (a PublishFuture's result(): see wait_answer)
             while True:
                 if self._want_loop:
                     self._hand_back([])
@@ -116,6 +117,8 @@ class ReadBaton:
                     break  # the slice passed: the caller looks at its deadline
                 self._read_once(ticket)
                 if ticket.state == _DONE or not self.reading:
+                    break
+                if nowait and ticket in self._later:  # answered: resolved once we let go
                     break
                 # a read for other threads' tickets: poll again for what is left of the slice
                 if not end:
@@ -133,6 +136,8 @@ class ReadBaton:
                 self._close_socket()
         self._pass_baton(ticket)
         if later:
+            if nowait and ticket in later:  # resolved here: no wake-up byte for this thread
+                ticket._waker = None
             self._resolve(later)
         return True
 
@@ -166,6 +171,7 @@ class ReadBaton:
             if not n:
                 return False
             mine = False
+            own_future = ticket.future is not None  # (PublishFuture.result(): wait_answer)
             if n == 10 and self._rbuf.startswith(OK_FRAME) and not conn._decoder.buffered:
                 now = _monotonic()
                 self._last_read = conn._last_read = now
@@ -178,8 +184,9 @@ class ReadBaton:
                         ticket._on_sent_done = None  # settled here, not by the loop
                         self.ok += ticket.count
                         self.done_threads += 1
-                        ticket.error = None
-                        ticket.state = _DONE
+                        if not own_future:  # (a future is resolved once the baton is let go)
+                            ticket.error = None
+                            ticket.state = _DONE
             if not mine:  # anything else: the reply of another, or of the loop's command
                 self._take(n, ticket)
             else:
@@ -198,6 +205,9 @@ class ReadBaton:
                 self._close_socket()
         if conn._pending:
             self._pass_baton(ticket)
+        if mine and own_future:
+            ticket._waker = None  # resolved here: no wake-up byte for this thread
+            ticket.complete(None)
         if later:
             self._resolve(later)
         # an error (a refusal, a cut) is the caller's to raise, as the general wait raises it
@@ -252,15 +262,15 @@ class ReadBaton:
             self.write_queued()  # queued while this thread held the lock
         if done:
             for ticket in done:
-                if ticket is me:
+                if ticket.__class__ is DoorBatch:  # coalescing: each of its tickets
+                    ticket.complete_ok(me, self._later)
+                elif ticket.future is not None:  # its callbacks may publish and block:
+                    self._later.append(ticket)  # run them off the baton (even if it is me)
+                elif ticket is me:
                     ticket.error = None
                     ticket.state = _DONE
-                elif ticket.__class__ is DoorBatch:  # coalescing: each of its tickets
-                    ticket.complete_ok(me, self._later)
-                elif ticket.future is None:
+                else:
                     ticket.complete(None)  # wakes its thread
-                else:  # its callbacks may publish and block: run them off the baton
-                    self._later.append(ticket)
         writer = self._writer
         # a graceful close or a waiting publish; if futures wait in _later, once they resolved
         if (writer._idle_waiters or writer._slot_waiters) and not self._later:
@@ -331,9 +341,24 @@ class ReadBaton:
         if head is me or getattr(head, "_door", None) is not self or head.state == _DONE:
             return
         waker = head._waker
+        if waker is None and head.__class__ is DoorBatch:  # one of its nowait's result()?
+            waker = next((t._waker for t in head.tickets if t._waker is not None), None)
         if waker is not None:
             waker.wake()
-        elif self.read_lock.acquire(blocking=False):  # a pub_nowait: the loop reads for it
+        elif self.read_lock.acquire(blocking=False):  # no one waits for it: the loop reads
+            try:
+                if self.reading:
+                    self._hand_back([])
+            finally:
+                self.read_lock.release()
+
+    def left(self, ticket: Any) -> None:
+        """A thread stopped waiting for ``ticket`` unanswered (its ``result()`` timed out): if
+        its reply is next, the baton would pass to no one, so reading goes back to the loop."""
+        pending = self._conn._pending
+        if not self.reading or not pending or pending[0][0] is not ticket:
+            return
+        if self.read_lock.acquire(blocking=False):  # else its holder passes it on
             try:
                 if self.reading:
                     self._hand_back([])

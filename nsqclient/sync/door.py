@@ -166,9 +166,9 @@ class ThreadWrites(ReadBaton):
         self.write_queued()
 
     def submit_own(self, ticket: Any) -> None:
-        """:meth:`submit` for the calling thread's own blocking publish: written at once when
-        nothing is queued and the lock is free (no one else can have withdrawn it, so no
-        claim), else queued like any other."""
+        """:meth:`submit` for the calling thread's own publish (blocking, or a ``pub_nowait``
+        whose future is running already): written at once when nothing is queued and the lock
+        is free (no one else can have withdrawn it, so no claim), else queued like any other."""
         queue = self._queue
         lock = self.lock
         if queue or not lock.acquire(blocking=False):
@@ -182,13 +182,18 @@ class ThreadWrites(ReadBaton):
                 self._spill_tickets([ticket])  # never written: the loop's path sends or fails it
                 return
             ticket.state = _SENT
-            ticket._on_sent_done = self._settle_blocking
             pending = conn._pending
             if not pending:
                 conn._waiting_since = _monotonic()
             deadline = ticket.deadline
             if deadline < conn._next_deadline:
                 conn._next_deadline = deadline
+            if ticket.future is None:
+                ticket._on_sent_done = self._settle_blocking
+            else:
+                ticket._on_sent_done = self._settle
+                if deadline < conn._wake_at:  # no thread watches its deadline: the loop must
+                    self._loop.call_soon_threadsafe(conn._arm_by, deadline)
             data = ticket.data
             pending.append((ticket, deadline, data))
             self.sent += 1

@@ -69,13 +69,13 @@ class DoorBatch:
         put in ``later`` (resolved once the reader let go of the baton)."""
         self.state = _DONE
         for ticket in self.tickets:
-            if ticket is me:  # the reading thread's own: no wake-up
+            if ticket.future is not None:  # (me too: a PublishFuture's result() reading)
+                later.append(ticket)
+            elif ticket is me:  # the reading thread's own: no wake-up
                 ticket.error = None
                 ticket.state = _DONE
-            elif ticket.future is None:
-                ticket.complete(None)
             else:
-                later.append(ticket)
+                ticket.complete(None)
 
     # -- ReplyWaiter: the loop completes it (an OK it read, an error frame, a cut, a timeout) --
 

@@ -18,9 +18,11 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures._base import FINISHED as _FINISHED
 from typing import TYPE_CHECKING
 
 from ..errors import ClosedError, NotSentTimeoutError, NSQTimeoutError
+from .future import PublishFuture
 from .portal import SLICE
 from .wakes import Waker, thread_waker
 from .wakes import wake as _wake
@@ -144,6 +146,10 @@ class PublishTicket:
     def set_result(self, _reply: bytes) -> None:
         self._sent_done(None)
         self.complete(None)
+        if self._waker is not None and self.future is not None:  # a thread waits in result():
+            door = self._door  # reading may pass to it at the end of this read (see .baton)
+            if door is not None and not door.reading:
+                door._switch = True
 
     def set_exception(self, error: BaseException) -> None:
         self._sent_done(error)
@@ -170,10 +176,48 @@ class PublishTicket:
             if not future.set_running_or_notify_cancel():
                 return  # cancelled by the caller while queued
             self._running = True
+        future._ticket = None  # type: ignore[attr-defined]  # (PublishFuture: no cycle left)
         if error is None:
-            future.set_result(None)
+            if future.__class__ is PublishFuture:
+                future.acknowledge()
+            else:
+                future.set_result(None)
         else:
             future.set_exception(error)
+        waker = self._waker
+        if waker is not None:  # a thread waits in the future's result() (PublishFuture)
+            _wake(waker)
+
+    def wait_answer(self, end: float, waker: Waker) -> bool:
+        """A thread waits in its ``pub_nowait`` future's ``result()`` until ``end``: it reads
+        the reply itself where threads read (:mod:`.baton`), as a blocking publish does, else
+        waits on ``waker`` to be woken. While it waits, its waker is this ticket's, so the
+        baton passes to it; it takes the waker off when it leaves. True: acknowledged, and its
+        future resolved by this thread (so ``result()`` need not look at the future again)."""
+        door = self._door
+        if door is None:
+            return False
+        self._waker = waker
+        try:
+            if door.reading and door.round_trip(self):  # the lone OK for it, read at once
+                future = self.future  # resolved by this thread, not being resolved elsewhere?
+                # (the state, read without the future's lock: FINISHED is final)
+                return future is None or future._state == _FINISHED
+            while self.state != _DONE:
+                remaining = end - time.monotonic()
+                if remaining <= 0:
+                    break
+                if self.state == _QUEUED:  # a coalescing door held it
+                    door.write_queued()
+                if not door.reading or not door.read_for(self, remaining):
+                    if self.state == _DONE:  # resolved after the waker went on: no wake-up
+                        break
+                    waker.wait(remaining)
+        finally:
+            self._waker = None
+            if self.state != _DONE:  # gave up first: the baton must not pass to no one
+                door.left(self)
+        return False
 
 
 # (ticket, data, count, timeout) -> sent? (the core Writer's _publish_to)

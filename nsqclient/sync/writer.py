@@ -24,6 +24,7 @@ from ..protocol import commands
 from ..protocol.names import Body, single_body_batch
 from . import portal, wakes
 from .door import ThreadWrites
+from .future import PublishFuture
 from .lifecycle import FacadeLifecycle
 from .portal import LoopThread
 from .publish import PublishQueue, PublishTicket
@@ -135,6 +136,8 @@ class SyncWriter(FacadeLifecycle):
             commands.check_timeout(timeout)
             deadline = _monotonic() + timeout
         ticket = PublishTicket(data, count, deadline, future, waker)
+        if future is not None:
+            future._ticket = ticket  # type: ignore[attr-defined]  # (a PublishFuture's)
         doors = self._writer._doors
         if doors:  # the fast path: written by this thread (see nsqclient.sync.door)
             if len(doors) == 1:
@@ -146,8 +149,12 @@ class SyncWriter(FacadeLifecycle):
                 ticket._door = door
                 if future is None:
                     door.submit_own(ticket)
-                else:
+                elif door._coalescing:  # (cancellable while the write on its way holds it)
                     door.submit(ticket)
+                else:  # no one has the future yet: running from here (no claim)
+                    future.run_fresh()  # type: ignore[attr-defined]  # (a PublishFuture)
+                    ticket._running = True
+                    door.submit_own(ticket)
                 return ticket
         self._queue.put(ticket)
         return ticket
@@ -187,8 +194,9 @@ class SyncWriter(FacadeLifecycle):
         obs = self._obs
         token = None if obs is None else obs.publish_started(verb, topic, count)
         try:
-            future: concurrent.futures.Future[None] = concurrent.futures.Future()
-            self._send(encode(self._core()), count, timeout, future)
+            data = encode(self._core())  # (checks the object first)
+            future = PublishFuture(self._generation, self._portal)
+            self._send(data, count, timeout, future)
         except BaseException as exc:
             if obs is not None:
                 obs.publish_settled(token, exc)
@@ -257,7 +265,9 @@ class SyncWriter(FacadeLifecycle):
 
         Blocks only while the bounded publish queue is full (backpressure). Cancelling the
         future withdraws the publish while it waits in the queue; once it is being sent,
-        ``cancel()`` returns False (as for any running future). Done callbacks run in the
+        ``cancel()`` returns False (as for any running future). ``result()`` and
+        ``exception()`` called from a thread read nsqd's reply in that thread where they can,
+        as :meth:`pub` does (no hand-off through the loop thread). Done callbacks run in the
         thread that resolves the future: the nsqclient loop thread (where a blocking publish
         raises NSQError), or a publishing thread that read the OK, after it let go of reading
         (a blocking publish there works). Keep them short either way.

@@ -20,7 +20,7 @@ def test_the_blocking_benchmark_measures_every_case_against_its_floor(tmp_path: 
     out = tmp_path / "rows.json"
     cases = (
         "floor-1,floor-16,bare-shared-16,sync-1,sync-1-script,sync-16,sync-16-coalesce,"
-        "sync-16-nowait,aio-256"
+        "sync-1-nowait,sync-16-nowait,sync-16-window,aio-256"
     )
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.blocking", "--rounds", "1", "--messages", "1600",

@@ -1,0 +1,116 @@
+"""``PublishFuture`` against the running Python's ``concurrent.futures.Future`` (no server).
+
+A ``pub_nowait`` future makes its Condition only when something looks at it (a waiter, a
+callback, ``concurrent.futures.wait``), and is acknowledged without one when nothing did. These
+tests hold that to a plain future's behaviour: its fields match the running Python's Future (so
+a new Python that adds one fails here, not in a user's process), every way of looking at an
+acknowledged future sees it done, and a callback or a waiter that races the acknowledgement is
+never lost.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+
+import pytest
+
+from nsqclient.sync.future import PublishFuture
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class _NotTheLoop:
+    in_loop_thread = False
+
+
+def _running() -> PublishFuture:
+    future = PublishFuture(0, _NotTheLoop())  # type: ignore[arg-type]
+    future.run_fresh()
+    return future
+
+
+def test_its_fields_are_the_running_pythons_future_fields() -> None:
+    plain = set(vars(concurrent.futures.Future()))
+    ours = set(vars(PublishFuture(0, _NotTheLoop())))  # type: ignore[arg-type]
+    assert plain - ours == {"_condition"}, (
+        "Future gained a field: PublishFuture.__init__ must set it"
+    )
+    future = _running()
+    assert future.running() and "_condition" in vars(future)  # (made on first look)
+
+
+def test_acknowledged_without_its_condition_it_is_done_to_every_look() -> None:
+    future = _running()
+    future.acknowledge()
+    assert "_condition" not in vars(future)  # nothing looked: no Condition was made
+    assert future.result(timeout=0) is None and future.exception(timeout=0) is None
+    assert "_condition" not in vars(future)  # (done: read without the lock)
+    assert future.done() and not future.cancelled() and not future.cancel()
+    seen: list[concurrent.futures.Future[None]] = []
+    future.add_done_callback(seen.append)  # done already: called at once
+    assert seen == [future]
+    done, pending = concurrent.futures.wait([future], timeout=1)
+    assert done == {future} and not pending
+    assert list(concurrent.futures.as_completed([future], timeout=1)) == [future]
+    assert "finished" in repr(future)
+
+
+def test_an_exception_is_raised_by_result_and_returned_by_exception() -> None:
+    future = _running()
+    error = RuntimeError("refused")
+    future.set_exception(error)
+    assert future.exception(timeout=0) is error
+    with pytest.raises(RuntimeError, match="refused"):
+        future.result(timeout=0)
+
+
+def test_a_future_looked_at_first_is_acknowledged_through_its_condition() -> None:
+    future = _running()
+    got: list[object] = []
+    waiter = threading.Thread(target=lambda: got.append(future.result(timeout=10)))
+    waiter.start()
+    # the waiter made the Condition to wait on it (a deadline, not a sleep)
+    deadline = threading.Event()
+    for _ in range(1000):
+        if "_condition" in vars(future) and future._condition._waiters:  # type: ignore[attr-defined]
+            break
+        deadline.wait(0.01)
+    assert "_condition" in vars(future)
+    future.acknowledge()
+    waiter.join(timeout=10)
+    assert not waiter.is_alive() and got == [None]
+
+
+def test_a_callback_or_a_wait_racing_the_acknowledgement_is_never_lost() -> None:
+    """Two threads, 2,000 futures: one adds a done callback (or waits with
+    ``concurrent.futures.wait``) while the other acknowledges. The callback runs exactly once
+    and every wait returns the future done, whichever came first."""
+    rounds = 2000
+    futures = [_running() for _ in range(rounds)]
+    called = [0] * rounds
+    start = threading.Barrier(2)
+
+    def acknowledge() -> None:
+        start.wait()
+        for future in futures:
+            future.acknowledge()
+
+    def look() -> None:
+        start.wait()
+        for i, future in enumerate(futures):
+            if i % 2:
+                future.add_done_callback(lambda _f, i=i: called.__setitem__(i, called[i] + 1))
+            else:
+                done, _ = concurrent.futures.wait([future], timeout=10)
+                assert done == {future}
+                called[i] = 1
+
+    threads = [threading.Thread(target=acknowledge), threading.Thread(target=look)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert called == [1] * rounds
+    assert all(future.done() and future.result(timeout=0) is None for future in futures)
