@@ -90,7 +90,7 @@ class ReadBaton:
         self._loop_until = 0.0  # loop: no passing to threads before this (its own traffic)
         self._last_read = 0.0  # when a thread last read
         self._idle: Any = None  # the loop's idle timer while threads read
-        self._closing = False  # closed while a thread held the baton: it closes the socket
+        self._closing = False  # the connection closed: the last to hold the baton closes the socket
         self.ok = 0  # messages acknowledged to tickets the threads completed
         self.done_threads = 0  # tickets the threads completed (under read_lock)
         #: futures (pub_nowait) a thread's read answered, resolved once it let go of the baton
@@ -127,13 +127,12 @@ class ReadBaton:
                 if wait <= 0:
                     break
         finally:
-            closing = self._closing
             later = self._later
             if later:
                 self._later = []
             lock.release()
-            if closing:
-                self._close_socket()
+            if self._closing:  # the connection closed while this thread read
+                self._close_after()
         self._pass_baton(ticket)
         if later:
             if nowait and ticket in later:  # resolved here: no wake-up byte for this thread
@@ -196,13 +195,12 @@ class ReadBaton:
                 if writer._idle_waiters or writer._slot_waiters:
                     self._loop.call_soon_threadsafe(writer._after_release)
         finally:
-            closing = self._closing
             later = self._later
             if later:
                 self._later = []
             baton.release()
-            if closing:
-                self._close_socket()
+            if self._closing:  # the connection closed while this thread read
+                self._close_after()
         if conn._pending:
             self._pass_baton(ticket)
         if mine and own_future:
@@ -351,6 +349,21 @@ class ReadBaton:
                     self._hand_back([])
             finally:
                 self.read_lock.release()
+            if self._closing:
+                self._close_after()
+
+    def _close_after(self) -> None:
+        """The connection closed (:attr:`_closing`) while this thread held the baton, which it
+        has let go: whoever holds the baton last closes the socket (the door's :meth:`close`,
+        or a holder after it lets go), so that it is never closed under a reading thread and
+        never left open. Why after letting go, and again under the baton: a close that comes
+        between a holder's last look at the flag and its release would leave it to no one."""
+        if self.read_lock.acquire(blocking=False):  # else its holder does this when it lets go
+            try:
+                self.reading = False
+                self._close_socket()
+            finally:
+                self.read_lock.release()
 
     def left(self, ticket: Any) -> None:
         """A thread stopped waiting for ``ticket`` unanswered (its ``result()`` timed out): if
@@ -364,6 +377,8 @@ class ReadBaton:
                     self._hand_back([])
             finally:
                 self.read_lock.release()
+            if self._closing:
+                self._close_after()
 
     def after_read(self) -> None:
         """The end of one of the loop's reads (Connection.buffer_updated)."""

@@ -437,14 +437,13 @@ class ThreadWrites(ReadBaton):
         self._on_way = 0
         if self._queue:  # coalescing: held back, never written; the loop's path takes them
             self._spill_queued()
+        self._closing = True  # first: a holder looks at it after it lets go (.baton)
         if self.read_lock.acquire(blocking=False):
             try:
                 self.reading = False
                 self._close_socket()
             finally:
                 self.read_lock.release()
-        else:
-            self._closing = True
 
     def _close_socket(self) -> None:
         sock, self._sock = self._sock, None

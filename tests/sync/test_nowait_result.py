@@ -12,9 +12,11 @@ threads wait in ``result()``. Real nsqd and the embedded server.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -170,6 +172,8 @@ def test_a_close_from_another_thread_while_threads_wait_on_futures(nsqd: NsqdPro
         while len(acked) < 500 and time.monotonic() < deadline:
             time.sleep(0.01)  # (polling a count with a deadline: the publishers are the events)
         assert len(acked) >= 500, "the publishers did not get going"
+        doors = list(writer._writer._doors)  # (the connection the threads write and read)
+        assert doors
         closer = threading.Thread(target=writer.close)
         closer.start()
         closer.join(30)
@@ -180,7 +184,83 @@ def test_a_close_from_another_thread_while_threads_wait_on_futures(nsqd: NsqdPro
             t.join(30)
         writer.close()
     assert not any(t.is_alive() for t in threads), "a thread hung in result()"
+    # the door's duplicate of the socket closed, by close() or the last thread to read
+    assert all(door._sock is None for door in doors), "a door's socket was left open"
     assert all(isinstance(exc, ClosedError | NSQError) for exc in failures), failures
     stored = set(drain_bodies(nsqd, topic, message_count(nsqd, topic)))
     missing = [body for body in acked if body not in stored]
     assert not missing, f"{len(missing)} acknowledged publishes were not stored"
+
+
+def test_mpub_and_dpub_futures_read_their_own_replies_too(nsqd: NsqdProcess) -> None:
+    """``mpub_nowait`` and ``dpub_nowait`` futures go the same way as ``pub_nowait``'s: waited
+    on at once from one thread, the thread reads their replies (read_by_threads), and every
+    message is stored."""
+    topic = unique()
+    with SyncWriter([nsqd.tcp_address]) as writer:
+        for i in range(60):
+            items = [b"m%d-%d" % (i, k) for k in range(3)]
+            assert writer.mpub_nowait(topic, items).exception(timeout=10) is None
+            assert writer.dpub_nowait(topic, 0, b"d%d" % i).exception(timeout=10) is None
+        stats = writer.stats()
+    assert stats["published"] == 60 * 4 and stats["failed"] == 0
+    assert stats["read_by_threads"] >= 100, stats  # (the loop reads the first one or two)
+    stored = drain_bodies(nsqd, topic, 60 * 4)
+    assert len(stored) == 60 * 4 and len(set(stored)) == 60 * 4
+
+
+@pytest.mark.parametrize("coalesce", [False, True], ids=["plain", "coalesced"])
+def test_a_refused_future_among_sixteen_threads_keeps_its_error(
+    nsqd_factory: Any, coalesce: bool
+) -> None:
+    """nsqd refuses one body (E_BAD_MESSAGE, then it closes) while 16 threads keep eight
+    futures each outstanding and wait on the oldest: that future's ``exception()`` is the
+    refusal (or ConnectionClosedError when a write met the closing socket first), marked
+    maybe-sent, and it is never stored; every other future is acknowledged and stored once, or
+    raises a typed error."""
+    nsqd = nsqd_factory(extra_args=["--max-msg-size=100"])
+    topic = unique()
+    acked: list[bytes] = []
+    raised: list[bytes] = []
+    refused: list[BaseException | None] = []
+    lock = threading.Lock()
+
+    def settle(body: bytes, future: concurrent.futures.Future[None]) -> None:
+        error = future.exception(timeout=10)
+        with lock:
+            (acked if error is None else raised).append(body)
+            if error is not None:
+                assert isinstance(error, NSQError), error
+
+    with SyncWriter([nsqd.tcp_address], **FAST, coalesce=coalesce) as writer:
+        writer.pub(topic, b"warm")
+
+        def publisher(i: int) -> None:
+            window: collections.deque[tuple[bytes, concurrent.futures.Future[None]]]
+            window = collections.deque()
+            for j in range(150):
+                if i == 0 and j == 75:
+                    with lock:
+                        refused.append(writer.pub_nowait(topic, b"x" * 200).exception(timeout=10))
+                if len(window) == 8:
+                    settle(*window.popleft())
+                body = b"t%d-%d" % (i, j)
+                window.append((body, writer.pub_nowait(topic, body, timeout=10)))
+            while window:
+                settle(*window.popleft())
+
+        threads = [threading.Thread(target=publisher, args=(i,)) for i in range(THREADS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads)
+    assert len(refused) == 1 and isinstance(refused[0], NSQError), refused
+    assert refused[0].sent is True
+    assert len(acked) + len(raised) == THREADS * 150
+    stored = drain_bodies(nsqd, topic, message_count(nsqd, topic), **FAST)
+    counts = {b: stored.count(b) for b in set(stored)}
+    assert b"x" * 200 not in counts
+    bad = {b: counts.get(b) for b in acked if counts.get(b) != 1}
+    assert not bad, f"acknowledged publishes missing (None) or doubled: {bad}"
+    assert set(counts) <= {b"warm", *acked, *raised}
