@@ -759,13 +759,28 @@ class Writer:
                 async with asyncio.timeout(remaining):
                     await self._healthy_event.wait()
             except TimeoutError:
-                last = self._nodes.last_error
-                raise NoConnectionsError(
-                    "no nsqd connection became available before the publish timeout "
-                    f"(addresses: {', '.join(format_address(*a) for a in self._nodes.addresses)}"
-                    + (f"; last error: {last}" if last is not None else "")
-                    + ")"
-                ) from last
+                raise self._no_connections() from self._nodes.last_error
+
+    def _no_connections(self) -> NoConnectionsError:
+        last = self._nodes.last_error
+        return NoConnectionsError(
+            "no nsqd connection became available before the publish timeout "
+            f"(addresses: {', '.join(format_address(*a) for a in self._nodes.addresses)}"
+            + (f"; last error: {last}" if last is not None else "")
+            + ")"
+        )
+
+    def _unreachable(self) -> NoConnectionsError | None:
+        """For a publish that timed out unsent: the NoConnectionsError that says why, when no
+        nsqd connection is up and there is no HTTP fallback; None while one is (so a timeout
+        then is the queue's or a slot's). Any thread: it reads a dict's size. Why: the sync
+        facade's caller and the loop race at the deadline, and the same outage must raise the
+        same error whichever of them looks first."""
+        if self._conns or self._http_fallback:
+            return None
+        error = self._no_connections()
+        error.__cause__ = self._nodes.last_error
+        return error
 
     async def _wait_slot(self, deadline: float) -> None:
         loop = self._loop

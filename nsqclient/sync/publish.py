@@ -243,8 +243,10 @@ class PublishQueue:
         publish: Publish,
         wait_ready: WaitReady,
         done: Settle,
+        unreachable: Callable[[], BaseException | None] = lambda: None,
     ) -> None:
         self._loop = asyncio.get_running_loop()
+        self._unreachable = unreachable  # why a timed-out publish was never sent, if no nsqd
         self._maxsize = maxsize
         self._publish = publish
         self._wait_ready = wait_ready
@@ -261,6 +263,8 @@ class PublishQueue:
         self.failed = 0
         self._put_failed = 0
         self._closed = False
+        #: what :meth:`abort` failed the queue with: tickets put back after it fail with it
+        self._aborted: BaseException | None = None
         self._slow: asyncio.Task[None] | None = None
         self._emptied: asyncio.Future[None] | None = None
 
@@ -287,7 +291,7 @@ class PublishQueue:
                 remaining = ticket.deadline - time.monotonic()
                 if remaining <= 0:
                     self._put_failed += 1
-                    raise NotSentTimeoutError(
+                    raise self._unreachable() or NotSentTimeoutError(
                         "the publish queue stayed full until the timeout (nsqd is slow or down); "
                         "never sent, safe to retry"
                     )
@@ -317,10 +321,18 @@ class PublishQueue:
         for ticket in tickets:
             ticket._door = None  # the loop sends it, and its reply is the loop's to match
         with self._lock:
-            self._items.extendleft(reversed(tickets))
-            if self._scheduled:
-                return
-            self._scheduled = True
+            aborted = self._aborted
+            if aborted is None:
+                self._items.extendleft(reversed(tickets))
+                if self._scheduled:
+                    return
+                self._scheduled = True
+            else:  # the queue was failed already: no drain would ever take them
+                self._put_failed += len(tickets)
+        if aborted is not None:
+            for ticket in tickets:
+                ticket.complete(aborted)
+            return
         try:
             self._loop.call_soon_threadsafe(self._drain)
         except RuntimeError:  # the loop is gone
@@ -345,7 +357,8 @@ class PublishQueue:
                 items.popleft()
                 self.failed += 1
                 ticket.complete(
-                    NotSentTimeoutError(
+                    self._unreachable()
+                    or NotSentTimeoutError(
                         "the publish waited in the queue until its timeout (nsqd is slow or "
                         "unreachable); never sent, safe to retry"
                     )
@@ -427,11 +440,15 @@ class PublishQueue:
         """Refuse new publishes and fail everything still queued with ``exc``."""
         with self._not_full:
             self._closed = True
+            # under the lock, with the items taken: a door's put_back (any thread) either came
+            # before and is failed here, or comes after and fails its tickets itself
+            self._aborted = exc
+            items = list(self._items)
+            self._items.clear()
             self._not_full.notify_all()
         slow, self._slow = self._slow, None
         if slow is not None:
             slow.cancel()
-        items = self._items
         self.failed += len(items)
-        while items:
-            items.popleft().complete(exc)
+        for ticket in items:
+            ticket.complete(exc)

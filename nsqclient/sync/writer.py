@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Unpack, overload
 
 from ..aio.options import validate_client_options
 from ..config import Config
-from ..errors import ClosedError
+from ..errors import ClosedError, NotSentTimeoutError
 from ..observer import Observer, observer_for
 from ..protocol import commands
 from ..protocol.names import Body, single_body_batch
@@ -100,7 +100,11 @@ class SyncWriter(FacadeLifecycle):
 
         writer = Writer._from_checked(self._checked)
         queue = PublishQueue(
-            self._max_queued, writer._publish_to, writer.wait_ready, writer._publish_done
+            self._max_queued,
+            writer._publish_to,
+            writer.wait_ready,
+            writer._publish_done,
+            writer._unreachable,
         )
         writer._share_with_threads(partial(ThreadWrites, spill=queue.put_back, writer=writer))
         return writer, queue
@@ -159,6 +163,14 @@ class SyncWriter(FacadeLifecycle):
         self._queue.put(ticket)
         return ticket
 
+    def _raise_unreachable(self) -> None:
+        """Raise the core's NoConnectionsError for a publish that timed out unsent while no
+        nsqd connection is up: the thread's deadline and the loop's wait for a connection end
+        together, and whichever looks first, an outage raises the same error."""
+        unreachable = self._writer._unreachable()
+        if unreachable is not None:
+            raise unreachable from unreachable.__cause__
+
     def _call(
         self,
         verb: str,
@@ -174,7 +186,11 @@ class SyncWriter(FacadeLifecycle):
         token = None if obs is None else obs.publish_started(verb, topic, count)
         try:
             ticket = self._send(encode(self._core()), count, timeout)
-            ticket.wait(ticket.deadline)
+            try:
+                ticket.wait(ticket.deadline)
+            except NotSentTimeoutError:
+                self._raise_unreachable()
+                raise
         except BaseException as exc:
             if obs is not None:
                 obs.publish_settled(token, exc)
@@ -234,7 +250,11 @@ class SyncWriter(FacadeLifecycle):
             )
             door = ticket._door
             if door is None or not door.round_trip(ticket):  # (its reply read at once)
-                ticket.wait(ticket.deadline)
+                try:
+                    ticket.wait(ticket.deadline)
+                except NotSentTimeoutError:
+                    self._raise_unreachable()
+                    raise
             return
         self._call("pub", topic, 1, partial(_pub, topic, body), timeout)
 

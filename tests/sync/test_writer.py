@@ -13,6 +13,8 @@ import pytest
 from nsqclient.errors import ClosedError, MessageTooLargeError
 from nsqclient.http import SyncNsqdHTTPClient
 from nsqclient.sync import SyncReader, SyncWriter
+from nsqclient.sync.publish import PublishTicket
+from nsqclient.sync.wakes import thread_waker
 from nsqclient.testing.daemons import NsqdProcess, free_port
 from tests.support import wait_until
 
@@ -216,6 +218,21 @@ def test_close_while_threads_are_blocked_wakes_them(nsqd: NsqdProcess) -> None:
             w.join(DEADLINE)
     assert len(outcomes) == 8
     assert all(isinstance(o, Exception) for o in outcomes), outcomes
+
+
+def test_a_publish_a_closing_door_puts_back_after_close_fails_at_once(nsqd: NsqdProcess) -> None:
+    """The race CI met in the test above (1 run in 7 under load): a publishing thread's door
+    closed under it and put its unwritten ticket back into a queue close() had emptied, so the
+    thread waited out its 60 s timeout. Forced here: the put-back comes after close()."""
+    writer = SyncWriter(nsqd_tcp_addresses=[nsqd.tcp_address])
+    writer.pub(unique(), b"connected")
+    queue = writer._queue
+    writer.close()
+    ticket = PublishTicket(b"never written", 1, time.monotonic() + 60, None, thread_waker())
+    queue.put_back([ticket])
+    with pytest.raises(ClosedError, match="closed before this publish was sent"):
+        ticket.wait(ticket.deadline)  # (before the fix: its 60 s, then another error)
+    assert queue.failures >= 1
 
 
 def test_cancelling_a_queued_pub_nowait_withdraws_it(nsqd: NsqdProcess) -> None:
