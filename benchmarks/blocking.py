@@ -2,11 +2,13 @@
 
 The floor is no library at all: threads with a socket each, writing a PUB and then blocking in
 ``recv`` for its OK, which is the least a blocking publish can cost in CPython. Beside it, in the
-same run and on the same nsqd: ``SyncWriter.pub`` from 1 and 16 threads (plain and with
-``coalesce=True``), ``SyncWriter.pub_nowait`` waited for at once from 1 and 16 threads and
-with 16 futures outstanding per thread (the oldest waited for, 256 in all), gnsq's
-``Producer.publish`` from 256 greenlets where gnsq is installed, and the asyncio ``Writer.pub``
-with 256 concurrent awaits. Every publish waits for nsqd's OK.
+same run and on the same nsqd: two bare references for 16 threads sharing one connection
+(``bare_shared``: threads write and take turns reading; ``bare_bridge``: threads bridged to a
+loop thread that owns the connection, as issue 29 measured it), ``SyncWriter.pub`` from 1 and
+16 threads (plain and with ``coalesce=True``), ``SyncWriter.pub_nowait`` waited for at once
+from 1 and 16 threads and with 16 futures outstanding per thread (the oldest waited for, 256 in
+all), gnsq's ``Producer.publish`` from 256 greenlets where gnsq is installed, and the asyncio
+``Writer.pub`` with 256 concurrent awaits. Every publish waits for nsqd's OK.
 
 Each case runs in a process of its own (so its CPU is its own, without interpreter start-up):
 the child measures msg/s, its CPU per message (user + system, every thread) and its context
@@ -42,6 +44,7 @@ CASES: dict[str, tuple[str, int, str]] = {
     "floor-1": ("floor", 1, "no library, 1 thread (socket, PUB, blocking recv)"),
     "floor-16": ("floor", 16, "no library, 16 threads, a socket each"),
     "bare-shared-16": ("bare-shared", 16, "no library, 16 threads, one socket they share"),
+    "bare-bridge-16": ("bare-bridge", 16, "no library, 16 threads bridged to a loop thread"),
     "sync-1": ("sync", 1, "SyncWriter.pub, 1 thread"),
     "sync-1-script": ("sync-script", 1, "SyncWriter.pub, 1 thread, a script's first publishes"),
     "sync-16": ("sync", 16, "SyncWriter.pub, 16 threads"),
@@ -116,12 +119,15 @@ def run_floor(address: str, topic: str, threads: int, count: int, body: bytes) -
 
 
 def run_bare_shared(
-    address: str, topic: str, threads: int, count: int, body: bytes
+    address: str, topic: str, threads: int, count: int, body: bytes, kind: str = "bare-shared"
 ) -> dict[str, float]:
+    from .bare_bridge import BareBridge
     from .bare_shared import BareShared
 
     command = b"PUB " + topic.encode() + b"\n" + struct.pack(">l", len(body)) + body
-    shared = BareShared(address)
+    shared: BareShared | BareBridge = (
+        BareShared(address) if kind == "bare-shared" else BareBridge(address)
+    )
 
     def work(n: int) -> None:
         for _ in range(n):
@@ -268,8 +274,8 @@ def child(name: str, address: str, topic: str, count: int, size: int) -> dict[st
     body = b"x" * size
     if kind == "floor":
         return run_floor(address, topic, threads, count, body)
-    if kind == "bare-shared":
-        return run_bare_shared(address, topic, threads, count, body)
+    if kind.startswith("bare-"):
+        return run_bare_shared(address, topic, threads, count, body, kind)
     if kind.startswith("sync"):
         return run_sync(address, topic, threads, count, body, kind)
     if kind == "aio":

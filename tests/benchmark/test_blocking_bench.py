@@ -1,7 +1,7 @@
-"""benchmarks/blocking.py runs end to end against real nsqd: the floor, a bare shared socket,
-SyncWriter (plain, a script's first publishes, coalesced, pub_nowait) and the asyncio Writer,
-each case in its own process, with ratios to the floor in the table, and the ``--before``
-cases against another checkout's nsqclient."""
+"""benchmarks/blocking.py runs end to end against real nsqd: the floor, a bare shared socket, a
+bare loop-thread bridge, SyncWriter (plain, a script's first publishes, coalesced, pub_nowait)
+and the asyncio Writer, each case in its own process, with ratios to the floor in the table,
+and the ``--before`` cases against another checkout's nsqclient."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_blocking_benchmark_measures_every_case_against_its_floor(tmp_path: Path) -> None:
     out = tmp_path / "rows.json"
     cases = (
-        "floor-1,floor-16,bare-shared-16,sync-1,sync-1-script,sync-16,sync-16-coalesce,"
+        "floor-1,floor-16,bare-shared-16,bare-bridge-16,sync-1,sync-1-script,sync-16,sync-16-coalesce,"
         "sync-1-nowait,sync-16-nowait,sync-16-window,aio-256"
     )
     done = subprocess.run(
@@ -34,4 +34,5 @@ def test_the_blocking_benchmark_measures_every_case_against_its_floor(tmp_path: 
     for row in rows.values():
         assert row["msg_per_s"] > 0 and row["cpu_us"] > 0 and row["cs"] >= 0
     assert "| SyncWriter.pub, 16 threads | " in done.stdout
+    assert "| no library, 16 threads bridged to a loop thread | " in done.stdout
     assert "x floor" in done.stdout
