@@ -29,6 +29,7 @@ from ..aio.connection import ConnectionState
 from ..errors import ProtocolError
 from ..protocol.frames import HEARTBEAT, OK, OK_FRAME
 from .door_batch import DoorBatch
+from .wakes import Waker, wake_each
 
 if TYPE_CHECKING:
     import asyncio
@@ -259,16 +260,19 @@ class ReadBaton:
         if self._queue:
             self.write_queued()  # queued while this thread held the lock
         if done:
+            blocked: list[Waker] = []  # the threads to wake, woken together below
             for ticket in done:
                 if ticket.__class__ is DoorBatch:  # coalescing: each of its tickets
                     ticket.complete_ok(me, self._later)
                 elif ticket.future is not None:  # its callbacks may publish and block:
                     self._later.append(ticket)  # run them off the baton (even if it is me)
-                elif ticket is me:
+                elif ticket.state != _DONE:  # a blocking publish (PublishTicket.complete)
                     ticket.error = None
                     ticket.state = _DONE
-                else:
-                    ticket.complete(None)  # wakes its thread
+                    if ticket is not me:
+                        blocked.append(ticket._waker)
+            if blocked:
+                wake_each(blocked)
         writer = self._writer
         # a graceful close or a waiting publish; if futures wait in _later, once they resolved
         if (writer._idle_waiters or writer._slot_waiters) and not self._later:

@@ -93,8 +93,14 @@ class PublishTicket:
                     if door is not None and self.state == _QUEUED:  # a coalescing door held it
                         door.write_queued()  # (written once the write on its way is answered)
                     # read the reply in this thread when threads read (see .door), else wait
-                    # to be woken (or for a slice to pass): look again either way
-                    if door is None or not door.reading or not door.read_for(self, remaining):
+                    # to be woken (or for a slice to pass): look again either way. (A baton
+                    # held is read_for's False, without its call: the holder wakes the next.)
+                    if (
+                        door is None
+                        or not door.reading
+                        or door.read_lock.locked()
+                        or not door.read_for(self, remaining)
+                    ):
                         waker.wait(remaining)
                 else:
                     # withdraw first, then look: a ticket the loop claimed meanwhile was sent

@@ -26,7 +26,16 @@ import socket
 import struct
 import threading
 
-__all__ = ["Waker", "WakingSelector", "bind", "new_waking_loop", "thread_waker", "unbind", "wake"]
+__all__ = [
+    "Waker",
+    "WakingSelector",
+    "bind",
+    "new_waking_loop",
+    "thread_waker",
+    "unbind",
+    "wake",
+    "wake_each",
+]
 
 _get_ident = threading.get_ident
 _SLICE = 0.1  # seconds: the longest single wait (lets Ctrl-C and deadlines be looked at)
@@ -166,3 +175,18 @@ def wake(waker: Waker) -> None:
         selector.queued.append(waker)
     else:
         waker.wake()
+
+
+def wake_each(wakers: list[Waker]) -> None:
+    """:func:`wake` for each of ``wakers``, the loop-thread check made once: a publishing thread
+    that read a batch of OKs wakes their threads in one pass (no layers per thread: that pass is
+    on every one of those threads' way, GIL held)."""
+    selector = _selector
+    if selector is not None and selector.thread_id == _get_ident():
+        selector.queued.extend(wakers)
+        return
+    for waker in wakers:
+        try:
+            waker._out.send(b"\0")
+        except OSError:  # bytes waiting already (the thread wakes anyway), or closed
+            pass

@@ -246,10 +246,12 @@ class SyncWriter(FacadeLifecycle):
             if self._closed or self._generation != portal.fork_generation:
                 self._check()
             ticket = self._send(
-                commands.pub(topic, body, max_msg_size=self._writer.max_msg_size), 1, timeout
+                commands.pub(topic, body, max_msg_size=self._writer._max_msg_size), 1, timeout
             )
             door = ticket._door
-            if door is None or not door.round_trip(ticket):  # (its reply read at once)
+            # its reply read at once where the read baton is free (a baton held is
+            # round_trip's False, without its call: from many threads, the usual case)
+            if door is None or door.read_lock.locked() or not door.round_trip(ticket):
                 try:
                     ticket.wait(ticket.deadline)
                 except NotSentTimeoutError:
