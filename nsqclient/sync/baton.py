@@ -263,7 +263,7 @@ class ReadBaton:
             blocked: list[Waker] = []  # the threads to wake, woken together below
             for ticket in done:
                 if ticket.__class__ is DoorBatch:  # coalescing: each of its tickets
-                    ticket.complete_ok(me, self._later)
+                    ticket.complete_ok(me, self._later, blocked)
                 elif ticket.future is not None:  # its callbacks may publish and block:
                     self._later.append(ticket)  # run them off the baton (even if it is me)
                 elif ticket.state != _DONE:  # a blocking publish (PublishTicket.complete)

@@ -64,18 +64,19 @@ class DoorBatch:
 
     # -- a reading thread completes it (the door's lock held while it matched the OK) --
 
-    def complete_ok(self, me: Any, later: list[Any]) -> None:
-        """Acknowledged, read by a publishing thread (``me``): its threads woken, its futures
-        put in ``later`` (resolved once the reader let go of the baton)."""
+    def complete_ok(self, me: Any, later: list[Any], blocked: list[Any]) -> None:
+        """Acknowledged, read by a publishing thread (``me``): its blocking publishes done and
+        their threads' wakers put in ``blocked`` (the reader wakes them all in one pass), its
+        futures put in ``later`` (resolved once the reader let go of the baton)."""
         self.state = _DONE
         for ticket in self.tickets:
             if ticket.future is not None:  # (me too: a PublishFuture's result() reading)
                 later.append(ticket)
-            elif ticket is me:  # the reading thread's own: no wake-up
+            elif ticket.state != _DONE:  # a blocking publish (PublishTicket.complete)
                 ticket.error = None
                 ticket.state = _DONE
-            else:
-                ticket.complete(None)
+                if ticket is not me:  # the reading thread's own: no wake-up
+                    blocked.append(ticket._waker)
 
     # -- ReplyWaiter: the loop completes it (an OK it read, an error frame, a cut, a timeout) --
 
