@@ -111,7 +111,7 @@ class ThreadWrites(ReadBaton):
         self._on_way = 0  # coalescing writes unanswered (under lock)
         self.batches = self.messages = self.split = 0
         if self._coalescing:
-            self.submit_own = self.submit  # type: ignore[method-assign]  # every write groups
+            self.publish_own = self._publish_grouped  # type: ignore[method-assign]
         self._init_baton(self._sock)
 
     # -- the loop's locked sections: ``with door:`` --
@@ -138,7 +138,8 @@ class ThreadWrites(ReadBaton):
         """Take one of the Writer's ``max_pending_publishes`` slots for a thread's publish
         (any thread); False when none is free (the publish then waits in the bounded queue).
         Exact: the count and the check are made under :attr:`admit_lock`, as the loop's own
-        admission is (``Writer._publish_to``), so racing threads cannot overshoot."""
+        admission is (``Writer._publish_to``), so racing threads cannot overshoot.
+        (:meth:`publish_own` holds a copy, kept equal by tests/sync/test_inlined_copies.py.)"""
         writer = self._writer
         with self.admit_lock:
             if len(writer._doors) == 1:
@@ -154,7 +155,7 @@ class ThreadWrites(ReadBaton):
             if outstanding >= writer._max_pending:
                 return False
             self.admitted += 1
-            return True
+        return True
 
     @property
     def queued(self) -> int:
@@ -165,22 +166,48 @@ class ThreadWrites(ReadBaton):
         self._queue.append(ticket)
         self.write_queued()
 
-    def submit_own(self, ticket: Any) -> None:
-        """:meth:`submit` for the calling thread's own publish (blocking, or a ``pub_nowait``
-        whose future is running already): written at once when nothing is queued and the lock
-        is free (no one else can have withdrawn it, so no claim), else queued like any other."""
+    def publish_own(self, ticket: Any) -> bool:
+        """A calling thread's publish, in one call: a ``max_pending_publishes`` slot (as
+        :meth:`admit` takes it; False when none is free, nothing done: the publish then waits
+        in the bounded queue), and the write: at once when nothing is queued and the lock is
+        free (no one else can have withdrawn it, so no claim), else queued like any other.
+        For a blocking publish, or a ``pub_nowait`` whose future no one has yet (set running
+        here). One call, not :meth:`admit` then a submit, because this is every thread
+        publish's path: from 16 threads over two CPUs the rate goes by the Python each publish
+        runs holding the GIL (see "The blocking face" in BENCHMARKS.md).
+        """
+        writer = self._writer
+        with self.admit_lock:
+            if len(writer._doors) == 1:
+                outstanding = (
+                    writer._outstanding
+                    + self.admitted
+                    - self.returned
+                    - self.done
+                    - self.done_threads
+                )
+            else:  # several nsqd: each door's lock orders its own threads only
+                outstanding = writer.outstanding
+            if outstanding >= writer._max_pending:
+                return False
+            self.admitted += 1
+        ticket._door = self
+        future = ticket.future
+        if future is not None:  # no one has the future yet: running from here (no claim)
+            future.run_fresh()
+            ticket._running = True
         queue = self._queue
         lock = self.lock
         if queue or not lock.acquire(blocking=False):
             queue.append(ticket)
             self.write_queued()
-            return
+            return True
         try:
             conn = self._conn
             sock = self._writable_locked()
             if sock is None:
                 self._spill_tickets([ticket])  # never written: the loop's path sends or fails it
-                return
+                return True
             ticket.state = _SENT
             pending = conn._pending
             if not pending:
@@ -188,7 +215,7 @@ class ThreadWrites(ReadBaton):
             deadline = ticket.deadline
             if deadline < conn._next_deadline:
                 conn._next_deadline = deadline
-            if ticket.future is None:
+            if future is None:
                 ticket._on_sent_done = self._settle_blocking
             else:
                 ticket._on_sent_done = self._settle
@@ -204,6 +231,16 @@ class ThreadWrites(ReadBaton):
             lock.release()
         if queue:  # queued while this thread held the lock
             self.write_queued()
+        return True
+
+    def _publish_grouped(self, ticket: Any) -> bool:
+        """:meth:`publish_own` when coalescing: every write groups (see :mod:`.door_batch`),
+        and a ``pub_nowait`` future stays cancellable while the write on its way holds it."""
+        if not self.admit():
+            return False
+        ticket._door = self
+        self.submit(ticket)
+        return True
 
     def _writable_locked(self) -> socket.socket | None:
         """The socket threads may write to now (holding :attr:`lock`), or None: closed, a write

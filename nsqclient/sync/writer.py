@@ -149,16 +149,7 @@ class SyncWriter(FacadeLifecycle):
             else:
                 self._rr = rr = (self._rr + 1) % len(doors)
                 door = doors[rr]
-            if door.admit():  # a max_pending_publishes slot; else it waits in the queue
-                ticket._door = door
-                if future is None:
-                    door.submit_own(ticket)
-                elif door._coalescing:  # (cancellable while the write on its way holds it)
-                    door.submit(ticket)
-                else:  # no one has the future yet: running from here (no claim)
-                    future.run_fresh()  # type: ignore[attr-defined]  # (a PublishFuture)
-                    ticket._running = True
-                    door.submit_own(ticket)
+            if door.publish_own(ticket):  # a max_pending_publishes slot; else the queue
                 return ticket
         self._queue.put(ticket)
         return ticket

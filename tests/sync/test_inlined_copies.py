@@ -1,7 +1,11 @@
-"""``ThreadResponder.message_fin`` is ``ResponseBatcher.submit`` inlined (the FIN of
-``for msg in reader: msg.fin()`` is a per-message path): the two stay equal, a fix in one
-reaching both. Compared as syntax trees after the copy's renames (the batcher reached as
-``batcher``, the message queued as itself rather than as ``(fn, args)``)."""
+"""Copies inlined on per-message paths stay equal to their originals, a fix in one reaching
+both; compared as syntax trees after the copy's renames.
+
+* ``ThreadResponder.message_fin`` is ``ResponseBatcher.submit`` (the FIN of ``for msg in
+  reader: msg.fin()``; the batcher reached as ``batcher``, the message queued as itself rather
+  than as ``(fn, args)``).
+* ``ThreadWrites.publish_own`` opens with ``ThreadWrites.admit`` (every thread publish takes
+  its slot there; ``admit`` stays for the coalescing door's way in)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import ast
 
 import pytest
 
-from nsqclient.sync import bridge
+from nsqclient.sync import bridge, door
 from tests.support import method_body
 
 pytestmark = pytest.mark.timeout(10)
@@ -31,4 +35,17 @@ def test_the_inlined_fin_is_submit() -> None:
     assert text == submit, (
         "ThreadResponder.message_fin and ResponseBatcher.submit differ beyond the inlining: "
         "apply the same change to both"
+    )
+
+
+def test_the_inlined_admission_is_admit() -> None:
+    admit = method_body(door, "ThreadWrites", "admit")
+    publish = method_body(door, "ThreadWrites", "publish_own")
+    # admit: the admission, then ``return True``; publish_own: the admission, then the write
+    assert ast.unparse(admit[-1]) == "return True"
+    copy = "\n".join(ast.unparse(s) for s in publish[: len(admit) - 1])
+    original = "\n".join(ast.unparse(s) for s in admit[:-1])
+    assert copy == original, (
+        "ThreadWrites.publish_own's admission and ThreadWrites.admit differ: apply the same "
+        "change to both"
     )
