@@ -204,7 +204,10 @@ def test_mpub_and_dpub_futures_read_their_own_replies_too(nsqd: NsqdProcess) -> 
             assert writer.dpub_nowait(topic, 0, b"d%d" % i).exception(timeout=10) is None
         stats = writer.stats()
     assert stats["published"] == 60 * 4 and stats["failed"] == 0
-    assert stats["read_by_threads"] >= 100, stats  # (the loop reads the first one or two)
+    # the loop reads the first one or two, and takes reading back whenever no thread read for
+    # 0.25 s (a publishing thread descheduled on shared CPUs: 96 of 120 in one CI run with six
+    # workers on two cores; 116-119 with three CPU hogs beside it); with no thread reading, 0
+    assert stats["read_by_threads"] >= 60, stats
     stored = drain_bodies(nsqd, topic, 60 * 4)
     assert len(stored) == 60 * 4 and len(set(stored)) == 60 * 4
 
