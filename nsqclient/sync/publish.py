@@ -283,6 +283,14 @@ class PublishQueue:
         rest); loop thread."""
         return self.failed + self._put_failed
 
+    def withdrawn_waiting(self) -> int:
+        """Tickets still in the queue that their threads withdrew (timed out, interrupted,
+        cancelled): failed for their callers already, and counted in :attr:`failures` only
+        once a drain reaches them, which waits while no nsqd is up. For ``stats()``, so that
+        a publish that raised is counted when it raised. Loop thread."""
+        with self._lock:
+            return sum(1 for ticket in self._items if ticket.state == _CANCELLED)
+
     # -- thread side --
 
     def put(self, ticket: PublishTicket) -> None:

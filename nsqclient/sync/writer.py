@@ -408,8 +408,12 @@ class SyncWriter(FacadeLifecycle):
 async def _stats(writer: Writer, queue: PublishQueue) -> SyncWriterStats:
     core = writer.stats()
     # the Writer counts what it was handed; what failed in the queue before that is counted there
-    queued = len(queue) + sum(door.queued for door in writer._doors)
-    failed = core["failed"] + queue.failures + sum(door.withdrawn for door in writer._doors)
+    # (a withdrawn ticket the drain has not reached, held up while no nsqd is up, failed already)
+    withdrawn = queue.withdrawn_waiting()
+    queued = len(queue) - withdrawn + sum(door.queued for door in writer._doors)
+    failed = (
+        core["failed"] + queue.failures + withdrawn + sum(door.withdrawn for door in writer._doors)
+    )
     written = writer._door_sent + sum(door.sent for door in writer._doors)
     read = writer._door_read + sum(door.done_threads for door in writer._doors)
     return {

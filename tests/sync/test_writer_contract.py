@@ -145,6 +145,24 @@ def test_no_connection_is_the_error_even_when_the_loop_looks_too_late() -> None:
         assert writer.stats()["published"] == 0
 
 
+def test_a_publish_that_timed_out_in_a_held_up_queue_is_counted_at_once() -> None:
+    """With no nsqd up, the queue's drain waits for a connection on the publish at its head, so
+    a blocking publish behind it times out in the queue, unreached. It raised, so ``failed``
+    counts it then, not once the drain gets to it (the head waits 2 s here): counted late, the
+    8 of the test above read 7 under load."""
+    with SyncWriter([f"127.0.0.1:{free_port()}"], reconnect_delay=50) as writer:
+        head = writer.pub_nowait(unique(), b"head", timeout=2)
+        with pytest.raises(NoConnectionsError, match="no nsqd connection") as behind:
+            writer.pub(unique(), b"behind", timeout=0.2)
+        assert behind.value.sent is False
+        stats = writer.stats()
+        assert not head.done()  # (else the drain has reached the one behind: nothing to show)
+        assert stats["failed"] == 1 and stats["queued"] == 1, stats
+        with pytest.raises(NoConnectionsError):
+            head.result(DEADLINE)
+        wait_until(lambda: writer.stats()["failed"] == 2, what="the head counted too")
+
+
 def test_a_cancelled_pub_nowait_counts_as_failed(nsqd: NsqdProcess) -> None:
     """Withdrawn before it was sent, as the core Writer counts a cancelled publish."""
     topic = unique()
