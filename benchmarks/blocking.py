@@ -43,6 +43,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CASES: dict[str, tuple[str, int, str]] = {
     "floor-1": ("floor", 1, "no library, 1 thread (socket, PUB, blocking recv)"),
     "floor-16": ("floor", 16, "no library, 16 threads, a socket each"),
+    "floor-16-py1": ("floor-py1", 16, "the same, plus about 1 µs of Python per publish"),
+    "floor-16-py3": ("floor-py3", 16, "the same, plus about 3 µs of Python per publish"),
     "bare-shared-16": ("bare-shared", 16, "no library, 16 threads, one socket they share"),
     "bare-bridge-16": ("bare-bridge", 16, "no library, 16 threads bridged to a loop thread"),
     "sync-1": ("sync", 1, "SyncWriter.pub, 1 thread"),
@@ -94,7 +96,27 @@ def _in_threads(threads: int, work: Callable[[int], None], count: int) -> dict[s
     return _timed(start, join, each * threads)
 
 
-def run_floor(address: str, topic: str, threads: int, count: int, body: bytes) -> dict[str, float]:
+#: ``floor-py1``/``floor-py3``: rounds of :func:`_python` per publish (1.1 and 3.0 µs warm,
+#: CPython 3.11 on the 2-core VM), the least Python a client adds (a deadline, a counter
+#: under a lock, the frame's checks) and some more
+_PYTHON_ROUNDS = {"floor": 0, "floor-py1": 5, "floor-py3": 15}
+
+
+def _python(rounds: int, lock: threading.Lock, counter: list[int]) -> None:
+    for _ in range(rounds):
+        with lock:
+            counter[0] += 1
+
+
+def run_floor(
+    address: str, topic: str, threads: int, count: int, body: bytes, kind: str = "floor"
+) -> dict[str, float]:
+    """The floor; with ``kind`` ``floor-py1``/``floor-py3`` the same plus some Python per
+    publish, which shows how fast 16 threads lose the floor's rate as each publish holds the
+    GIL longer (the convoy at every system call), whatever the design around it."""
+    rounds = _PYTHON_ROUNDS[kind]
+    lock = threading.Lock()
+    counter = [0]
     host, port = address.rsplit(":", 1)
     command = b"PUB " + topic.encode() + b"\n" + struct.pack(">l", len(body)) + body
     socks = []
@@ -107,6 +129,8 @@ def run_floor(address: str, topic: str, threads: int, count: int, body: bytes) -
     def work(n: int) -> None:
         s = socks.pop()
         for _ in range(n):
+            if rounds:
+                _python(rounds, lock, counter)
             s.sendall(command)
             reply = s.recv(64)
             while len(reply) < 10:  # size, frame type, "OK"
@@ -272,8 +296,8 @@ def available(name: str) -> bool:
 def child(name: str, address: str, topic: str, count: int, size: int) -> dict[str, float]:
     kind, threads, _ = CASES[name]
     body = b"x" * size
-    if kind == "floor":
-        return run_floor(address, topic, threads, count, body)
+    if kind.startswith("floor"):
+        return run_floor(address, topic, threads, count, body, kind)
     if kind.startswith("bare-"):
         return run_bare_shared(address, topic, threads, count, body, kind)
     if kind.startswith("sync"):

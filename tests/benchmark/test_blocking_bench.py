@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_blocking_benchmark_measures_every_case_against_its_floor(tmp_path: Path) -> None:
     out = tmp_path / "rows.json"
     cases = (
-        "floor-1,floor-16,bare-shared-16,bare-bridge-16,sync-1,sync-1-script,sync-16,sync-16-coalesce,"
+        "floor-1,floor-16,floor-16-py1,floor-16-py3,bare-shared-16,bare-bridge-16,sync-1,sync-1-script,sync-16,sync-16-coalesce,"
         "sync-1-nowait,sync-16-nowait,sync-16-window,aio-256"
     )
     done = subprocess.run(
@@ -36,3 +36,4 @@ def test_the_blocking_benchmark_measures_every_case_against_its_floor(tmp_path: 
     assert "| SyncWriter.pub, 16 threads | " in done.stdout
     assert "| no library, 16 threads bridged to a loop thread | " in done.stdout
     assert "x floor" in done.stdout
+    assert "| the same, plus about 3 µs of Python per publish | " in done.stdout
