@@ -1,97 +1,57 @@
-"""One TCP connection to one nsqd: the read path, coalesced writes, replies, liveness.
+"""One TCP connection to one nsqd: the read path, and the parts that share its state.
 
-The handshake is carried out by :mod:`nsqclient.aio.handshake` (``connect()`` hands it every
-chunk read until it is done); when the connection is dead is decided by
-:mod:`nsqclient.flow.liveness`, without I/O.
-
-The connection is an ``asyncio.Protocol`` feeding :class:`~nsqclient.protocol.FrameDecoder`
-directly from ``data_received``, so a chunk of N message frames costs one decoder call and one
-``_on_messages`` call to the owner. Every command written during one loop iteration is joined and
-written once at the end of it (``call_soon``), so a burst of FINs or pipelined PUBs is one syscall.
-
-Reply-producing commands (SUB, PUB, MPUB, DPUB, CLS) are matched to responses in FIFO order. An
-error frame fails exactly the command it answers; the three non-fatal response errors
-(E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED) go to the owner and the connection stays up; any
-other error closes the connection and fails everything still pending on it.
-
-Liveness: each connection arms one timer, only for when something can next become due (see
-:mod:`nsqclient.flow.liveness`, which decides), so an idle connection wakes about once per
-heartbeat interval. It declares the connection dead when no complete frame was decoded for two
-heartbeat intervals (bytes alone do not count: a damaged size field leaves a partial frame that
-heartbeats keep growing but never complete, so a frame must complete within that bound), when the
-oldest pending request is past its deadline and nothing was answered for ``publish_timeout``
-(replies come in order: nothing behind it can be answered either), and when writes stayed paused
-longer than ``write_timeout``. It also fails pending requests whose deadline passed, so no
-per-request timer is ever created. The read path only records a timestamp.
-
-(Longer than most modules, about 930 lines: the read path, reply matching, write coalescing
-and the liveness timer share the transport, the decoder and the pending-reply FIFO, and the read
-and write paths are the per-message hot paths. One class keeps each step one attribute away,
-with no hop per frame or per command; what could leave without one, the handshake and the
-liveness decision, has.)
+The handshake is carried out by :mod:`.handshake` (``connect()`` hands it every chunk read
+until it is done). The connection is an ``asyncio.BufferedProtocol`` feeding
+:class:`~nsqclient.protocol.FrameDecoder` directly, so a chunk of N message frames costs one
+decoder call and one ``_on_messages`` call to the owner. Its other parts are mixins, each in
+its own module, so that the per-message paths stay one attribute away: the write path
+(:mod:`.writes`: every command of one loop iteration written once), the replies
+(:mod:`.answers`: matched in FIFO order through :mod:`.replies`, error frames, the end), and
+the liveness timer (:mod:`.watchdog`, deciding with :mod:`nsqclient.flow.liveness`). A Writer
+connection of the blocking facade is shared with publishing threads through :mod:`.sharing`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import enum
-import functools
 import itertools
 import logging
 import os
 import ssl
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..addresses import format_address
 from ..errors import (
     ClosedError,
     ConnectError,
     ConnectionClosedError,
-    NSQTimeoutError,
     ProtocolError,
     ResponseFailedError,
     ServerError,
 )
-from ..flow import liveness
 from ..flow.requeue import requeue_delay_ms
+from ..flow.turns import Turn
 from ..message import Message
 from ..protocol import commands
 from ..protocol.compression import Codec
 from ..protocol.frames import (
-    CLOSE_WAIT,
-    HEARTBEAT,
-    OK,
-    ErrorFrame,
     Event,
     FrameDecoder,
-    Response,
 )
 from ..protocol.identify import AuthResponse, IdentifyOptions, IdentifyResponse
+from .answers import ReplyPath, Section
 from .handshake import Setup, handshake_error
+from .replies import Pending, ReplyQueue, ReplyWaiter
+from .sharing import Shared
+from .state import ConnectionState
+from .watchdog import Watchdog
+from .window import Guard
+from .writes import WritePath
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..stats import ConnectionStats
-
-_M = TypeVar("_M", bound=Callable[..., Any])
-
-
-def _under_door(method: _M) -> _M:
-    """Run ``method`` under the door's lock when the connection is shared with publishing
-    threads (for what reads or changes the pending FIFO off the hot paths)."""
-
-    @functools.wraps(method)
-    def locked(self: Connection, *args: Any) -> Any:
-        door = self._door
-        if door is None:
-            return method(self, *args)
-        with door:
-            return method(self, *args)
-
-    return locked  # type: ignore[return-value]
-
 
 __all__ = [
     "CLOSE_FLOOR",
@@ -99,6 +59,7 @@ __all__ = [
     "ConnectionOwner",
     "ConnectionState",
     "Pending",
+    "ReplyWaiter",
     "close_all",
 ]
 
@@ -109,11 +70,6 @@ _fin = commands.fin_unchecked
 _req = commands.req_unchecked
 _touch = commands.touch_unchecked
 _rdy = commands.rdy_unchecked
-#: Bytes handed to the transport per write when a lot is queued. asyncio (3.11) keeps unsent
-#: bytes in one bytearray and moves the whole remainder after every partial send, so handing it
-#: hundreds of megabytes at once is quadratic; bigger batches go out in slices of this size,
-#: following pause_writing/resume_writing.
-_MAX_WRITE = 1 << 20
 _INF: Final = float("inf")
 #: Bytes read per read call (see :class:`Connection`): below glibc's mmap threshold (128 KiB),
 #: and four of nsqd's default output buffers.
@@ -127,20 +83,10 @@ _LEFT_READ_SIZE: Final = 64 * 1024
 #: out, so that timeout 0 still closes a healthy connection politely; within the stated margin
 CLOSE_FLOOR: Final = 0.25
 _Future = asyncio.Future
+_LOOP_TURN: Final = Turn.LOOP
 #: connection ids: unique per Connection object in the process, in creation order (``next`` on
 #: a count is atomic under the GIL, so loops on several threads may draw from it)
 _next_id = itertools.count(1).__next__
-
-
-class ConnectionState(enum.Enum):
-    """Where a :class:`Connection` is in its life; ``CONNECTED``/``SUBSCRIBED`` take commands."""
-
-    INIT = "init"
-    CONNECTING = "connecting"
-    CONNECTED = "connected"
-    SUBSCRIBED = "subscribed"
-    CLOSING = "closing"
-    CLOSED = "closed"
 
 
 _CONNECTED: Final = ConnectionState.CONNECTED
@@ -176,56 +122,7 @@ class ConnectionOwner(Protocol):
         ConnectionClosedError."""
 
 
-class Door(Protocol):
-    """A connection shared with publishing threads (see :meth:`Connection.open_door`)."""
-
-    #: publishes written through it (by threads), of those settled by the loop, the ones the
-    #: threads settled (their replies read by a thread), and the messages acknowledged to those
-    sent: int
-    done: int
-    done_threads: int
-    ok: int
-    #: with ``coalesce``: MPUBs it sent of two or more publishes, those publishes, and the
-    #: MPUBs nsqd refused (each publish then sent again alone)
-    batches: int
-    messages: int
-    split: int
-
-    def __enter__(self) -> None: ...
-
-    def __exit__(self, *exc_info: object) -> None: ...
-
-    def close(self) -> None: ...
-
-    #: reading may pass to the threads at the end of this read (then ``after_read()``)
-    _switch: bool
-    #: threads read the socket (the transport's reading is paused); set only by the loop
-    reading: bool
-
-    def after_read(self) -> None: ...
-
-    def take_back(self) -> None: ...
-
-
-class ReplyWaiter(Protocol):
-    """What waits for a reply: an ``asyncio.Future[bytes]``, or anything with these three
-    methods (the sync facade's publish tickets, which then need no future and no callback hop).
-    """
-
-    def done(self) -> bool: ...
-
-    def set_result(self, result: bytes, /) -> None: ...
-
-    def set_exception(self, exception: BaseException, /) -> None: ...
-
-
-#: A reply-producing command waiting for its response: (waiter, deadline, the command's bytes).
-#: A tuple, not an object: one is made per publish. The bytes are the caller's own object (no
-#: copy), kept so a command nsqd never executed can be sent again on another connection.
-Pending = tuple[ReplyWaiter, float, bytes]
-
-
-class Connection(asyncio.BufferedProtocol):
+class Connection(ReplyPath, WritePath, Watchdog, asyncio.BufferedProtocol):
     """A connection to one nsqd, used by exactly one Reader or Writer on one event loop.
 
     A buffered protocol: the transport reads into one buffer of ``_READ_SIZE`` bytes owned by
@@ -280,24 +177,27 @@ class Connection(asyncio.BufferedProtocol):
         #: the handshake while it runs: it gets what is read until then (see connect())
         self._setup: Setup | None = None
         self._rview = memoryview(bytearray(_READ_SIZE))  # see get_buffer()
-        #: the door for publishing threads (a sync facade's Writer: see
-        #: :mod:`nsqclient.sync.door`), a context manager holding its lock: every write, and
-        #: every change to the pending FIFO, then happens inside it
-        self._door: Door | None = None
+        #: a Writer connection shared with publishing threads (the sync facade's: see
+        #: :meth:`share`): its guard then brackets every change to the reply FIFO and every
+        #: write, the loop's ones included (``with self._section:``)
+        self._guard: Guard | None = None
+        self._shared: Shared | None = None
+        self._depth = 0  # the loop's nesting of sections (loop thread only)
+        #: waiters a section ended, completed once it let go of the guard: (waiter, error)
+        self._later: list[tuple[ReplyWaiter, BaseException | None]] = []
+        self._section = Section(self)
         self._wbuf: list[bytes] = []
         self._wrest: memoryview | None = None  # unsent rest of a big batch, written first
+        #: bytes a publishing thread could not send whole: the loop writes them before the rest
+        self._raw_rest: list[bytes] = []
         self._flush_scheduled = False
         self._batch_now: float | None = None  # see request()
-        self._pending: collections.deque[Pending] = collections.deque()
-        #: the earliest deadline among pending requests (may be stale-early, never late)
-        self._next_deadline = float("inf")
+        self._replies = ReplyQueue()
         self._closed_future: asyncio.Future[None] | None = None
         self._close_wait: asyncio.Future[None] | None = None
         self._wake: asyncio.TimerHandle | None = None  # the liveness timer, when armed
         self._wake_at = _INF  # when it fires (inf: not armed)
         self._last_read = 0.0  # when the last complete frame was decoded (after the handshake)
-        #: since when the oldest pending request has waited: its send, or the previous reply
-        self._waiting_since = 0.0
         self._stuck_after = config.sec.publish_timeout
         self._write_paused_at: float | None = None
         self._paused_buffer_size = 0
@@ -382,9 +282,10 @@ class Connection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         """asyncio.BufferedProtocol callback: ``nbytes`` were read into the buffer."""
         self.data_received(self._rview[:nbytes].tobytes())
-        door = self._door
-        if door is not None and door._switch:  # reading may pass to publishing threads now
-            door.after_read()
+        shared = self._shared
+        if shared is not None:  # the turn may pass to publishing threads now (flow.turns)
+            with self._section:
+                shared.loop_read_ended_locked(self._loop.time())  # type: ignore[union-attr]
 
     def data_received(self, data: bytes) -> None:
         """Decode frames and dispatch them; called by the loop.
@@ -397,9 +298,7 @@ class Connection(asyncio.BufferedProtocol):
             setup.feed(data)
             return
         try:
-            if self._codec is not None:
-                data = self._codec.decompress(data)
-            events = self._decoder.feed(data)
+            events = self.decode(data)
         except ProtocolError as exc:
             log.error("nsqd %s: %s; closing the connection", self.address, exc)
             self.abort(exc)
@@ -407,6 +306,13 @@ class Connection(asyncio.BufferedProtocol):
         if events:
             self._last_read = self._loop.time()  # type: ignore[union-attr]
             self._dispatch(events)
+
+    def decode(self, data: bytes) -> list[Event]:
+        """Frames out of bytes read (by the loop, or by the thread whose turn it is to read:
+        see :mod:`.sharing`); raises ProtocolError for a damaged stream."""
+        if self._codec is not None:
+            data = self._codec.decompress(data)
+        return self._decoder.feed(data)
 
     def _dispatch(self, events: list[Event]) -> None:
         if not events:
@@ -417,26 +323,19 @@ class Connection(asyncio.BufferedProtocol):
         else:
             self._deliver(events)  # type: ignore[arg-type]  # all messages: the common case
             return
-        messages: list[Message] = []
-        pending = self._pending
-        for event in events:
-            if event is OK and pending:  # a publish acknowledged: the PUB hot path
-                future = pending.popleft()[0]
-                self._waiting_since = self._last_read
-                if not future.done():
-                    future.set_result(b"OK")
-            elif event.__class__ is Message:
-                messages.append(event)
-            elif event is HEARTBEAT:
-                self.heartbeats_received += 1
-                self._write(_NOP)
-            elif isinstance(event, ErrorFrame):
-                if self._on_error_frame(event, events):
-                    break  # fatal: the connection is dropped; what follows is not acted on
-            elif isinstance(event, Response):
-                self._on_response(event)
-        if messages:
-            self._deliver(messages)
+        if self._guard is not None:
+            with self._section:
+                self._dispatch_mixed(events)
+        else:
+            self._dispatch_mixed(events)
+
+    def _dispatch_handed_back(self, events: list[Event]) -> None:
+        """What a publishing thread read that only the loop may handle (:mod:`.sharing`)."""
+        self._dispatch(events)
+        shared = self._shared
+        if shared is not None and self.state is not ConnectionState.CLOSED:
+            with self._section:
+                shared.loop_read_ended_locked(self._loop.time())  # type: ignore[union-attr]
 
     def _deliver(self, messages: list[Message]) -> None:
         in_flight = self.in_flight
@@ -454,83 +353,6 @@ class Connection(asyncio.BufferedProtocol):
             return
         owner._on_messages(self, messages)
 
-    def _on_response(self, event: Response) -> None:
-        """After the handshake the only replies are ``OK`` (handled in ``_dispatch``) and
-        ``CLOSE_WAIT`` (to CLS). Anything else, or a reply with nothing pending, is a damaged or
-        foreign stream: taking it as an acknowledgement could confirm a publish nsqd never got.
-        """
-        pending = self._pending
-        if event is CLOSE_WAIT and pending:
-            close_wait = self._close_wait
-            if close_wait is not None and not close_wait.done():
-                close_wait.set_result(None)
-            future = pending.popleft()[0]
-            self._waiting_since = self._last_read
-            if not future.done():  # else the caller gave up; the reply still used its slot
-                future.set_result(event.data)
-            return
-        expected = "an acknowledgement (OK)" if pending else "no reply (nothing was pending)"
-        error = ProtocolError(
-            f"nsqd {self.address} sent response {event.data[:40]!r} where {expected} was "
-            "expected; the connection is dropped (a pending command may or may not have been "
-            "applied)"
-        )
-        log.error("%s", error)
-        waiter = pending.popleft()[0] if pending else None
-        self.abort(error)
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(error)
-
-    @_under_door
-    def _on_error_frame(self, frame: ErrorFrame, events: list[Event]) -> bool:
-        """Fail the command ``frame`` answers; True if it was fatal (the connection is dropped).
-
-        ``events`` is the decoded batch ``frame`` came in: after a fatal error nsqd executes
-        and answers nothing more, so a reply after it in the same batch means the stream is
-        damaged (or forged). Then no pending command can be trusted to be unexecuted: all of
-        them fail as "may or may not have been applied", and none is sent again (a re-send of a
-        publish whose OK was in that batch would store it twice).
-        """
-        error = frame.to_exception(self.address)
-        if isinstance(error, ResponseFailedError):  # the non-fatal family (errors.NON_FATAL_CODES)
-            owner = self.owner
-            if owner is not None:
-                owner._on_response_error(self, error)
-            else:
-                log.warning("%s", error)
-            return False
-        after = _reply_after(frame, events)
-        if after is not None:
-            damaged = ProtocolError(
-                f"nsqd {self.address} sent {after} after the fatal error {error.text[:80]!r}, "
-                "which nsqd never does: the stream is damaged; the connection is dropped and "
-                "each pending command may or may not have been applied (none is sent again)"
-            )
-            log.error("%s", damaged)
-            self.abort(damaged)  # connection_lost fails every pending command with it as cause
-            return True
-        log.debug("nsqd %s: %s", self.address, error)
-        pending = self._pending
-        waiter = pending.popleft()[0] if pending else None
-        self._waiting_since = self._last_read
-        # nsqd executes a connection's commands in order and stops at the fatal one: what was
-        # pipelined behind it never ran, so it can go again on another connection, at most once
-        unexecuted = [item for item in pending if not item[0].done()]
-        pending.clear()
-        self.close_exception = error
-        # nsqd closes the connection after every other error; do not wait for it (and be
-        # marked unusable before the waiter, which may publish again at once, hears of it)
-        self.abort(error)
-        owner = self.owner
-        taken = owner is not None and owner._on_fatal_error(self, error, unexecuted)
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(error)
-        if unexecuted and not taken:
-            pending.extend(unexecuted)
-            self._fail_pending(error)
-        return True
-
-    @_under_door
     def connection_lost(self, exc: Exception | None) -> None:
         """asyncio.Protocol callback: mark the connection closed, fail every pending request and
         tell the owner. Idempotent; called by the loop (or by :meth:`abort`).
@@ -539,27 +361,31 @@ class Connection(asyncio.BufferedProtocol):
             return
         if (
             isinstance(exc, OSError)
-            and self._pending
+            and self._replies
             and self._setup is None
             and self._read_what_is_left()
         ):
             return  # what was left closed the connection
-        was_closing = self._closing_on_purpose
-        self.state = ConnectionState.CLOSED
-        if self.close_exception is None:
-            self.close_exception = exc
-        if self._wake is not None:
-            self._wake.cancel()
-            self._wake = None
-            self._wake_at = _INF
-        self._wbuf.clear()
-        self._wrest = None
-        # the 64 KiB read buffer goes now, not when a full collection finds this connection
-        # (a connection lives long enough to be collected only with the oldest generation)
-        self._rview = _CLOSED_VIEW
-        cause = self.close_exception
-        if self._pending:
+        with self._section:
+            was_closing = self._closing_on_purpose
+            self.state = ConnectionState.CLOSED
+            if self.close_exception is None:
+                self.close_exception = exc
+            if self._wake is not None:
+                self._wake.cancel()
+                self._wake = None
+                self._wake_at = _INF
+            self._wbuf.clear()
+            self._wrest = None
+            self._raw_rest.clear()
+            # the 64 KiB read buffer goes now, not when a full collection finds this connection
+            # (a connection lives long enough to be collected only with the oldest generation)
+            self._rview = _CLOSED_VIEW
+            cause = self.close_exception
             self._fail_pending(cause)
+            shared = self._shared
+            if shared is not None:
+                shared.lost()
         if self._setup is not None:
             self._setup.lost(cause)
         for fut in (self._close_wait, *self._drain_waiters):
@@ -580,8 +406,6 @@ class Connection(asyncio.BufferedProtocol):
         # answers to what is left can no longer be sent (nsqd redelivers after its timeout);
         # an empty ledger is also what makes message_fin a no-op from now on
         self.in_flight.clear()
-        if self._door is not None:
-            self._door.close()
 
     def _read_what_is_left(self) -> bool:
         """A write failed (nsqd closed the connection): read what nsqd sent before its end;
@@ -593,14 +417,14 @@ class Connection(asyncio.BufferedProtocol):
         would fail as maybe-sent instead of with nsqd's answer. The socket stays open until
         this callback returns, and the kernel hands out received bytes before the reset, so
         they are read here (a bounded number of non-blocking reads). Not under TLS (its bytes
-        pass through an object the transport owns), nor while publishing threads read the
-        socket (they read the answer themselves).
+        pass through an object the transport owns), nor while a publishing thread may read the
+        socket (it reads the answer itself).
         """
         transport = self._transport
-        door = self._door
+        shared = self._shared
         if (
             transport is None
-            or (door is not None and door.reading)
+            or (shared is not None and shared.turns.state is not _LOOP_TURN)
             or transport.get_extra_info("ssl_object") is not None
         ):
             return False
@@ -614,124 +438,9 @@ class Connection(asyncio.BufferedProtocol):
             if not data:
                 break
             self.data_received(data)
-            if self.state is ConnectionState.CLOSED or not self._pending:
+            if self.state is ConnectionState.CLOSED or not self._replies:
                 break
         return self.state is ConnectionState.CLOSED
-
-    @_under_door
-    def _fail_pending(self, cause: BaseException | None) -> None:
-        for future, _deadline, _data in self._pending:
-            if not future.done():
-                err = ConnectionClosedError(
-                    "connection closed before nsqd replied; the command may or may not "
-                    "have been applied",
-                    address=self.address,
-                )
-                err.__cause__ = cause
-                future.set_exception(err)
-        self._pending.clear()
-
-    def pause_writing(self) -> None:
-        """asyncio.Protocol callback: the transport's buffer is over its high-water mark."""
-        assert self._loop is not None
-        self._write_paused_at = self._loop.time()
-        transport = self._transport
-        self._paused_buffer_size = transport.get_write_buffer_size() if transport else 0
-        due = self._write_paused_at + self.config.sec.write_timeout
-        if due < self._wake_at and self.state is not ConnectionState.CLOSED:
-            self._arm(due)
-
-    def resume_writing(self) -> None:
-        """asyncio.Protocol callback: the buffer drained; flush held-back writes, wake drain()."""
-        self._write_paused_at = None
-        if (self._wbuf or self._wrest is not None) and not self._flush_scheduled:  # held back
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)  # type: ignore[union-attr]
-        waiters, self._drain_waiters = self._drain_waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
-
-    # ------------------------------------------------------------------ writing
-
-    def _write(self, data: bytes) -> None:
-        """Queue bytes for the single write at the end of this loop iteration."""
-        self._wbuf.append(data)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)  # type: ignore[union-attr]
-
-    def _flush(self, force: bool = False) -> None:
-        door = self._door
-        if door is not None:
-            with door:
-                self._door = None
-                try:
-                    self._flush(force)
-                finally:
-                    self._door = door
-            return
-        self._flush_scheduled = False
-        self._batch_now = None
-        transport = self._transport
-        if transport is None or self.state is ConnectionState.CLOSED:
-            self._wbuf.clear()
-            self._wrest = None
-            return
-        if self._write_paused_at is not None and not force:
-            return  # resume_writing() flushes; meanwhile the timer enforces write_timeout
-        if self._wrest is not None and not self._write_big(None, force):
-            return  # paused again before the rest of an earlier big batch went out
-        buf = self._wbuf
-        if not buf:
-            return
-        data = buf[0] if len(buf) == 1 else b"".join(buf)
-        buf.clear()
-        if len(data) > _MAX_WRITE:
-            self._write_big(data, force)
-            return
-        if self._codec is not None:
-            data = self._codec.compress(data)
-        transport.write(data)
-
-    def _write_big(self, data: bytes | None, force: bool) -> bool:
-        """Write ``data`` (or the rest of an earlier batch) in ``_MAX_WRITE`` slices, stopping
-        when the transport asks us to pause; True once everything went out."""
-        transport = self._transport
-        assert transport is not None
-        view = memoryview(data) if data is not None else self._wrest
-        assert view is not None
-        codec = self._codec
-        pos, end = 0, len(view)
-        while pos < end and (force or self._write_paused_at is None):
-            chunk = view[pos : pos + _MAX_WRITE]
-            pos += len(chunk)
-            # the transport may call pause_writing() before returning
-            transport.write(codec.compress(bytes(chunk)) if codec is not None else chunk)
-        self._wrest = view[pos:] if pos < end else None
-        return self._wrest is None
-
-    def hold_writes(self) -> bool:
-        """Queue the commands that follow without scheduling their write; True if this call
-        holds them, and the caller then writes them with :meth:`write_held` before its
-        callback returns. For commands queued from a callback that itself runs at the end of a
-        loop iteration (the Writer's coalescing): scheduling their write would take one loop
-        iteration (and one more poll of the selector) more than a PUB. False if a write is
-        scheduled already: it takes these too."""
-        if self._flush_scheduled:
-            return False
-        self._flush_scheduled = True
-        return True
-
-    def write_held(self) -> None:
-        """Write what was queued since :meth:`hold_writes` (and end the hold)."""
-        self._flush()
-
-    def send(self, data: bytes) -> None:
-        """Queue a command that gets no reply (RDY, FIN, REQ, TOUCH, NOP)."""
-        if self.state is ConnectionState.CLOSED:
-            raise ConnectionClosedError("connection is closed", address=self.address)
-        self._write(data)
 
     def request(self, data: bytes, timeout: float | None = None) -> asyncio.Future[bytes]:
         """Queue a reply-producing command; the future gets the response payload or the error.
@@ -743,30 +452,21 @@ class Connection(asyncio.BufferedProtocol):
         # the two equal), the future made without the loop's
         # create_future() hop (which returns this same asyncio.Future on asyncio's loops and on
         # uvloop; an asyncio.Future works on any loop)
-        if self._door is not None:  # shared with publishing threads: under the door's lock
-            return self._shared(self.request, data, timeout)  # type: ignore[no-any-return]
+        if self._guard is not None:  # shared with publishing threads: in a section
+            return self._request_future_shared(data, timeout)
         state = self.state
         if state is not _CONNECTED and state is not _SUBSCRIBED:
             raise ConnectionClosedError(f"connection is {state.value}", address=self.address)
         loop = self._loop
         fut: asyncio.Future[bytes] = _Future(loop=loop)
-        pending = self._pending
         # one clock read per batch: the time of the first request since the last flush, at most
         # one loop iteration old (a deadline a little early, never late)
         now = self._batch_now
         if now is None:
             now = self._batch_now = loop.time()  # type: ignore[union-attr]
-        if timeout is not None:
-            deadline = now + timeout
-            if deadline < self._next_deadline:
-                self._next_deadline = deadline
-                if deadline < self._wake_at:
-                    self._arm(deadline)
-        else:
-            deadline = _INF
-        if not pending:
-            self._waiting_since = now
-        pending.append((fut, deadline, data))
+        deadline = _INF if timeout is None else now + timeout
+        if self._replies.push(fut, deadline, data, False, now) and deadline < self._wake_at:
+            self._arm(deadline)
         self._wbuf.append(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -778,66 +478,88 @@ class Connection(asyncio.BufferedProtocol):
 
         The same statements as :meth:`request` but for its future (a test keeps them equal).
         """
-        if self._door is not None:  # shared with publishing threads: under the door's lock
-            self._shared(self.request_to, waiter, data, timeout)
+        if self._guard is not None:  # shared with publishing threads: in a section
+            self._request_shared(waiter, data, timeout)
             return
         state = self.state
         if state is not _CONNECTED and state is not _SUBSCRIBED:
             raise ConnectionClosedError(f"connection is {state.value}", address=self.address)
         loop = self._loop
-        pending = self._pending
         now = self._batch_now
         if now is None:
             now = self._batch_now = loop.time()  # type: ignore[union-attr]
-        if timeout is not None:
-            deadline = now + timeout
-            if deadline < self._next_deadline:
-                self._next_deadline = deadline
-                if deadline < self._wake_at:
-                    self._arm(deadline)
-        else:
-            deadline = _INF
-        if not pending:
-            self._waiting_since = now
-        pending.append((waiter, deadline, data))
+        deadline = _INF if timeout is None else now + timeout
+        if self._replies.push(waiter, deadline, data, False, now) and deadline < self._wake_at:
+            self._arm(deadline)
         self._wbuf.append(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._flush)  # type: ignore[union-attr]
 
-    def _shared(self, method: Callable[..., Any], *args: Any) -> Any:
-        """Run ``method`` (request or request_to) under the door's lock, as if unshared."""
-        door = self._door
-        assert door is not None
-        with door:
-            self._door = None
-            try:
-                result = method(*args)
-            finally:
-                self._door = door
-        door.take_back()  # the reply to the loop's own command is the loop's to read
-        return result
+    def _request_shared(
+        self, waiter: ReplyWaiter, data: bytes, timeout: float | None, shared_waiter: bool = False
+    ) -> None:
+        """:meth:`request_to` on a connection shared with publishing threads: in a section,
+        and reading stays the loop's while a reply only it may complete is pending."""
+        with self._section:
+            state = self.state
+            if state is not _CONNECTED and state is not _SUBSCRIBED:
+                raise ConnectionClosedError(f"connection is {state.value}", address=self.address)
+            now = self._loop.time()  # type: ignore[union-attr]
+            deadline = _INF if timeout is None else now + timeout
+            pushed = self._replies.push(waiter, deadline, data, shared_waiter, now)
+            if pushed and deadline < self._wake_at:
+                self._arm(deadline)
+            self._write(data)
+            if not shared_waiter:
+                shared = self._shared
+                assert shared is not None
+                shared.loop_command_locked(now)
 
-    def open_door(self, make: Callable[[Connection], Door]) -> Door | None:
-        """Share this connection's writes with publishing threads (loop thread; once): the
-        door ``make(self)`` returns then brackets every write and change to the pending FIFO
-        (``with door:``), and is closed (``door.close()``) when the connection is lost.
+    def _request_future_shared(
+        self, data: bytes, timeout: float | None
+    ) -> asyncio.Future[bytes]:
+        fut: asyncio.Future[bytes] = _Future(loop=self._loop)
+        self._request_shared(fut, data, timeout)
+        return fut
 
-        Only a plain TCP connection gets one (TLS and compression pass the bytes through
+    def request_shared(self, waiter: ReplyWaiter, data: bytes, timeout: float | None) -> None:
+        """Queue a reply-producing command whose ``waiter`` any thread may complete (the sync
+        facade's tickets, sent by the loop: :class:`~.replies.SharedWaiter`); on an unshared
+        connection the same as :meth:`request_to`."""
+        if self._guard is None:
+            self.request_to(waiter, data, timeout)
+        else:
+            self._request_shared(waiter, data, timeout, shared_waiter=True)
+
+    def share(self, guard: Guard) -> Shared | None:
+        """Share this connection with publishing threads (the sync facade's Writer; loop
+        thread, connected, once): from now on ``guard`` (a lock the facade made) brackets every
+        change to the reply FIFO and every write, and the returned :class:`~.sharing.Shared` is
+        the threads' way in.
+
+        Only a plain TCP connection is shared (TLS and compression pass the bytes through
         objects the loop owns): None otherwise, or once closed.
         """
         transport = self._transport
+        if self._shared is not None:
+            return self._shared
         if (
-            self._door is not None
-            or self.state is not _CONNECTED
+            self.state is not _CONNECTED
             or transport is None
             or self._codec is not None
             or transport.get_extra_info("ssl_object") is not None
             or transport.get_extra_info("socket") is None
         ):
-            return self._door
-        self._door = make(self)
-        return self._door
+            return None
+        shared = Shared(self, guard)
+        self._shared = shared
+        self._guard = guard
+        return shared
+
+    def _frames_read(self, now: float) -> None:
+        """A publishing thread decoded frames at ``now`` (holding the guard: .sharing)."""
+        self._last_read = now
 
     @property
     def buffered_bytes(self) -> int:
@@ -847,21 +569,7 @@ class Connection(asyncio.BufferedProtocol):
     @property
     def pending_requests(self) -> int:
         """How many sent commands still await nsqd's reply (PUB/MPUB/DPUB/SUB/...)."""
-        return len(self._pending)
-
-    @property
-    def writable(self) -> bool:
-        """False while the transport's buffer is above its high-water mark."""
-        return self._write_paused_at is None
-
-    async def drain(self) -> None:
-        """Wait until the transport accepts more data (or the connection closes)."""
-        if self._write_paused_at is None or self.state is ConnectionState.CLOSED:
-            return
-        assert self._loop is not None
-        fut: asyncio.Future[None] = self._loop.create_future()
-        self._drain_waiters.append(fut)
-        await fut
+        return len(self._replies)
 
     # ------------------------------------------------------------------ consumer commands
 
@@ -906,15 +614,12 @@ class Connection(asyncio.BufferedProtocol):
         self.state = ConnectionState.CLOSING
         self._closing_on_purpose = True
         self.rdy = 0
-        deadline = self._loop.time() + timeout
-        self._next_deadline = min(self._next_deadline, deadline)
-        if deadline < self._wake_at:
-            self._arm(deadline)
-        if not self._pending:
-            self._waiting_since = self._loop.time()
+        now = self._loop.time()
+        deadline = now + timeout
         placeholder = self._loop.create_future()  # CLOSE_WAIT's slot; a timeout is False here
         placeholder.add_done_callback(_retrieve)
-        self._pending.append((placeholder, deadline, b""))
+        if self._replies.push(placeholder, deadline, b"", False, now) and deadline < self._wake_at:
+            self._arm(deadline)
         self._write(commands.cls())
         try:
             async with asyncio.timeout(timeout):
@@ -979,119 +684,42 @@ class Connection(asyncio.BufferedProtocol):
         if self.in_flight.get(msg.id) is msg and self.state is not ConnectionState.CLOSED:
             self._write(_touch(msg.id))
 
-    # ------------------------------------------------------------------ liveness
-
-    def _arm(self, when: float) -> None:
-        """Make the liveness timer fire by ``when`` (earlier than it is armed for now)."""
-        if self._wake is not None:
-            self._wake.cancel()
-            self._wake = None
-        self._wake_at = when
-        if when < _INF:
-            self._wake = self._loop.call_at(when, self._check)  # type: ignore[union-attr]
-
-    def _arm_by(self, when: float) -> None:
-        """Make the liveness timer fire by ``when`` unless it will already (a publishing
-        thread's request: see :mod:`nsqclient.sync.door`)."""
-        if when < self._wake_at and self.state is not ConnectionState.CLOSED:
-            self._arm(when)
-
-    def _check(self) -> None:
-        """The liveness timer: act on what :func:`liveness.check` finds due, then re-arm."""
-        self._wake = None
-        self._wake_at = _INF
-        if self.state is ConnectionState.CLOSED:
-            return
-        now = self._loop.time()  # type: ignore[union-attr]
-        pending = self._pending
-        transport = self._transport
-        verdict = liveness.check(
-            now,
-            liveness.Watch(
-                last_read=self._last_read,
-                dead_after=self._dead_after,
-                heartbeats_off=self._heartbeats_off,
-                pending=len(pending),
-                buffered=self._decoder.buffered,
-                oldest_deadline=pending[0][1] if pending else _INF,
-                waiting_since=self._waiting_since,
-                stuck_after=self._stuck_after,
-                next_deadline=self._next_deadline,
-                write_paused_at=self._write_paused_at,
-                write_timeout=self.config.sec.write_timeout,
-                paused_size=self._paused_buffer_size,
-                buffer_size=transport.get_write_buffer_size() if transport is not None else 0,
-            ),
-        )
-        watch = verdict.watch
-        self._last_read = watch.last_read
-        self._next_deadline = watch.next_deadline
-        self._write_paused_at = watch.write_paused_at
-        self._paused_buffer_size = watch.paused_size
-        if verdict.dead is not None:
-            text = liveness.describe(verdict.dead, now, watch)
-            self.abort(NSQTimeoutError(text, address=self.address))
-            return
-        if verdict.expire:
-            self._expire(now)
-            watch = watch._replace(next_deadline=self._next_deadline)
-        self._arm(liveness.next_wake(now, watch))
-
-    @_under_door
-    def _expire(self, now: float) -> None:
-        """Fail every pending request whose deadline passed; the replies keep their slots."""
-        earliest = float("inf")
-        for future, deadline, _data in self._pending:
-            if future.done():
-                continue
-            if deadline <= now:
-                future.set_exception(
-                    NSQTimeoutError(
-                        "no reply from nsqd before the timeout; the command may "
-                        "or may not have been applied",
-                        address=self.address,
-                    )
-                )
-            elif deadline < earliest:
-                earliest = deadline
-        self._next_deadline = earliest
-
     # ------------------------------------------------------------------ closing
 
-    @_under_door
     def close(self) -> None:
         """Close after flushing queued writes."""
         if self.state is ConnectionState.CLOSED:
             return
-        if self._wbuf or self._wrest is not None:
-            self._flush(force=True)  # everything queued, even past a pause: the transport
-            # delivers its buffer before closing
-        if self.state is not ConnectionState.INIT:
-            self.state = ConnectionState.CLOSING
-        self._closing_on_purpose = True
-        if self._transport is not None:
-            self._transport.close()
-            # nothing more is read once the transport closes: no reply can come any more
-            if self._pending:
-                self._fail_pending(self.close_exception)
-        elif self._closed_future is not None:
-            self.connection_lost(None)
+        with self._section:
+            if self._wbuf or self._wrest is not None or self._raw_rest:
+                self._flush_locked(force=True)  # everything queued, even past a pause: the
+                # transport delivers its buffer before closing
+            if self.state is not ConnectionState.INIT:
+                self.state = ConnectionState.CLOSING
+            self._closing_on_purpose = True
+            if self._transport is not None:
+                self._transport.close()
+                # nothing more is read once the transport closes: no reply can come any more
+                if self._replies:
+                    self._fail_pending(self.close_exception)
+            elif self._closed_future is not None:
+                self.connection_lost(None)
 
-    @_under_door
     def abort(self, exc: BaseException | None = None) -> None:
         """Drop the connection at once."""
         if self.state is ConnectionState.CLOSED:
             return
-        if exc is not None and self.close_exception is None:
-            self.close_exception = exc
-        if self.state is ConnectionState.CONNECTED or self.state is ConnectionState.SUBSCRIBED:
-            # unusable from now on, not only once connection_lost runs: a waiter completed
-            # below may publish again at once and must not be given this connection
-            self.state = ConnectionState.CLOSING
-        if self._transport is not None:
-            self._transport.abort()
-        else:
-            self.connection_lost(None)
+        with self._section:
+            if exc is not None and self.close_exception is None:
+                self.close_exception = exc
+            if self.state is _CONNECTED or self.state is _SUBSCRIBED:
+                # unusable from now on, not only once connection_lost runs: a waiter completed
+                # below may publish again at once and must not be given this connection
+                self.state = ConnectionState.CLOSING
+            if self._transport is not None:
+                self._transport.abort()
+            else:
+                self.connection_lost(None)
 
     async def wait_closed(self) -> None:
         """Wait until the connection has closed (cancelling the wait does not close it)."""
@@ -1120,7 +748,7 @@ class Connection(asyncio.BufferedProtocol):
             "received": self.messages_received,
             "finished": self.messages_finished,
             "requeued": self.messages_requeued,
-            "pending": len(self._pending),
+            "pending": len(self._replies),
             "heartbeats_received": self.heartbeats_received,
         }
 
@@ -1129,23 +757,6 @@ class Connection(asyncio.BufferedProtocol):
             f"<Connection #{self.connection_id} nsqd={self.address} {self.state.value}"
             f" rdy={self.rdy}>"
         )
-
-
-def _reply_after(frame: ErrorFrame, events: list[Event]) -> str | None:
-    """What follows ``frame`` in ``events`` that nsqd never sends after a fatal error: a
-    response or another error frame (messages and heartbeats come from nsqd's other goroutine
-    and may still follow), described for the log; None if nothing does."""
-    for i in range(len(events) - 1, -1, -1):
-        if events[i] is frame:
-            break
-    else:
-        return None
-    for event in events[i + 1 :]:
-        if isinstance(event, ErrorFrame):
-            return f"another error frame ({event.text[:40]!r})"
-        if isinstance(event, Response):
-            return f"a response ({bytes(event.data[:40])!r})"
-    return None
 
 
 def _retrieve(fut: asyncio.Future[bytes]) -> None:

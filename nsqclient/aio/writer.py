@@ -41,7 +41,7 @@ import logging
 import warnings
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Unpack, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, Unpack, overload
 
 from ..addresses import (
     format_address,
@@ -64,14 +64,16 @@ from .connection import CLOSE_FLOOR, Connection, ConnectionState, Pending, Reply
 from .fallback import HTTPFallback
 from .nodes import NodeSet
 from .options import ClientOptions, validate_client_options
+from .replies import SharedWaiter
 from .resend import Backlog, learn_limit
+from .window import Guard, Window
 
 if TYPE_CHECKING:
     from ..options import ConfigOptions
     from ..stats import WriterStats
-    from .connection import Door
+    from .sharing import Shared
 
-__all__ = ["Writer"]
+__all__ = ["ThreadDoors", "ThreadSeam", "Writer"]
 
 _CONNECTED = ConnectionState.CONNECTED
 _encode_pub = commands.pub
@@ -92,6 +94,37 @@ def _describe(data: bytes) -> tuple[str, str]:
     """(verb, topic) of an encoded PUB/MPUB/DPUB, for the observer of ``publish_nowait``."""
     head = data[: data.index(b"\n")].split(b" ")
     return head[0].decode("ascii").lower(), head[1].decode("ascii")
+
+
+class ThreadDoors(Protocol):
+    """The blocking facade's publishing threads (:mod:`nsqclient.sync.door`), told of the
+    connections a Writer shares with them (see :meth:`Writer.share_with_threads`)."""
+
+    def new_lock(self) -> Guard:
+        """A lock for the core to take where threads share its state (a ``threading.Lock``)."""
+        ...
+
+    def opened(self, shared: Shared) -> None:
+        """A connection came up, shared (loop thread)."""
+
+    def coalesced(self) -> tuple[int, int, int]:
+        """What the threads' own coalescing joined: batches, messages, batches refused."""
+        ...
+
+
+class ThreadSeam(NamedTuple):
+    """What a Writer gives the blocking facade (:meth:`Writer.share_with_threads`)."""
+
+    #: max_pending_publishes and the counts, shared (see :mod:`.window`)
+    window: Window
+    #: whether a publish could be sent at once (slots aside): started, open, a connection up
+    ready: Callable[[], bool]
+    #: send an admitted, claimed publish any thread may complete: (waiter, data, count, timeout)
+    send: Callable[[SharedWaiter, bytes, int, float], bool]
+    #: send again what nsqd never ran (each keeps its slot): [(waiter, deadline, data)]
+    resend: Callable[[list[Pending]], None]
+    #: the NoConnectionsError for a publish that timed out unsent while no nsqd is up
+    unreachable: Callable[[], NoConnectionsError | None]
 
 
 class Writer:
@@ -157,7 +190,9 @@ class Writer:
         #: the start a publish or wait_ready began (it goes on past their deadline, shielded)
         self._start_task: asyncio.Task[None] | None = None
         self._healthy_event: asyncio.Event | None = None
-        self._outstanding = 0
+        #: max_pending_publishes and the publish counts, shared with publishing threads once
+        #: the blocking facade uses this Writer (see :meth:`share_with_threads`)
+        self._window = Window(self.config.max_pending_publishes)
         self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._idle_waiters: list[asyncio.Future[None]] = []
         cfg = self.config
@@ -176,17 +211,8 @@ class Writer:
         self._backlog = Backlog(send=self._dispatch, closed=lambda: self._closed)
         #: PUBs queued together leave as one MPUB (the ``coalesce`` option; made on start)
         self._coalesce: Coalescer | None = None
-        #: the doors of connections shared with publishing threads (a sync facade's Writer:
-        #: see :meth:`_share_with_threads`); a new list on every change, so threads read a
-        #: consistent one without a lock
-        self._doors: list[Any] = []
-        self._make_door: Callable[[Connection], Door] | None = None
-        self._door_sent = 0  # what the doors of lost connections had written
-        self._door_ok = 0  # and the messages acknowledged to tickets their threads settled
-        self._door_read = 0  # and those tickets (replies the publishing threads read)
-        self._door_coalesced = [0, 0, 0]  # and the batches, messages and splits they coalesced
-        self._published = 0  # messages acknowledged
-        self._failed = 0  # publish calls that raised
+        #: the blocking facade's publishing threads, told of each connection shared with them
+        self._threads: ThreadDoors | None = None
         #: told of every publish (None: none attached; see :mod:`nsqclient.observer`)
         self._obs: Observer | None = observer_for(self)
 
@@ -297,18 +323,52 @@ class Writer:
     def _accepting(self) -> bool:
         return not self._closed
 
-    def _share_with_threads(self, make_door: Callable[[Connection], Door]) -> None:
-        """Give each plain-TCP connection a door for publishing threads (the sync facade's
-        fast path: :mod:`nsqclient.sync.door`), made by ``make_door``; each door has an
-        ``outstanding`` count and settles through :meth:`_door_done`. Before the Writer
-        starts."""
-        self._make_door = make_door
+    def share_with_threads(self, threads: ThreadDoors) -> ThreadSeam:
+        """The blocking facade's seam (:mod:`nsqclient.sync.door`), before the Writer starts:
+        each connection that comes up is shared with publishing threads
+        (:meth:`Connection.share <nsqclient.aio.connection.Connection.share>`) and given to
+        ``threads``, and the publish window is theirs too (its lock is the one every admission
+        and settlement takes from then on). Returns what the facade's loop path uses."""
+        self._threads = threads
+        self._window.share(threads.new_lock(), self._after_release_threadsafe)
+        return ThreadSeam(
+            window=self._window,
+            ready=self._ready_now,
+            send=self._send_shared,
+            resend=self._resend,
+            unreachable=self._unreachable,
+        )
+
+    def _ready_now(self) -> bool:
+        """Whether a publish could be sent at once (slots aside): started, open, and a
+        connection or the HTTP fallback up."""
+        return (
+            self._started
+            and not self._closed
+            and (self._pick() is not None or bool(self._http_fallback))
+        )
+
+    def _send_shared(self, waiter: SharedWaiter, data: bytes, count: int, timeout: float) -> bool:
+        """Send a publish of the facade's loop path (its slot held, settled by the waiter
+        itself): any thread may read its reply."""
+        return self._send(waiter, data, count, timeout, shared=True)
+
+    def _after_release_threadsafe(self) -> None:
+        """A publishing thread gave a slot back while the loop waits for one (or for none
+        to be taken: a graceful close)."""
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._after_release)
+            except RuntimeError:  # the loop is closed
+                pass
 
     def _on_connection_up(self, conn: Connection) -> None:
-        if self._make_door is not None:
-            door = conn.open_door(self._make_door)
-            if door is not None:
-                self._doors = [*self._doors, door]
+        threads = self._threads
+        if threads is not None:
+            shared = conn.share(threads.new_lock())
+            if shared is not None:
+                threads.opened(shared)
         self._healthy.append(conn)
         assert self._healthy_event is not None
         self._healthy_event.set()
@@ -321,15 +381,6 @@ class Writer:
         # after an error frame the node set reconnects at once (prompt_after_error), so what
         # waits in the backlog goes soon
         self._nodes.lost(conn, exc)
-        door = conn._door
-        if door is not None and door in self._doors:
-            self._doors = [d for d in self._doors if d is not door]
-            self._door_sent += door.sent  # the facade's stats count every door there was
-            self._door_ok += door.ok
-            self._door_read += door.done_threads
-            self._door_coalesced[0] += door.batches  # (a coalescing door's, see sync.door_batch)
-            self._door_coalesced[1] += door.messages
-            self._door_coalesced[2] += door.split
         if conn in self._healthy:
             self._healthy.remove(conn)
         if not self._healthy and self._healthy_event is not None:
@@ -410,10 +461,11 @@ class Writer:
             self._refused(exc, token)
             raise
         if co is not None:  # coalescing: the same admission, settlement and errors
-            if self._started and not self._closed and self.outstanding < self._max_pending:
+            if self._started and not self._closed:
                 healthy = self._healthy
-                if (len(healthy) == 1 and healthy[0].state is _CONNECTED) or self._pick():
-                    self._outstanding += 1
+                if (
+                    (len(healthy) == 1 and healthy[0].state is _CONNECTED) or self._pick()
+                ) and self._window.take():
                     fut: asyncio.Future[bytes] = _Future(loop=self._loop)
                     limit = self._publish_timeout if timeout is None else timeout
                     # nothing of its topic on its way: as the PUB it is, now; else batched
@@ -428,8 +480,7 @@ class Writer:
                         self._settle(1, exc, token)
                         raise
                     # -- coalesced: _settle(1, None, token) inlined --
-                    self._published += 1
-                    self._outstanding -= 1
+                    self._window.settle(1, None)
                     if self._slot_waiters or self._idle_waiters:
                         self._after_release()
                     if obs is not None:
@@ -441,22 +492,20 @@ class Writer:
         # the hot path, _publish inlined (one coroutine frame less to resume per publish; the
         # single-connection pick inlined too). tests/aio/test_publish_paths.py pins it.
         # -- inlined from _publish --
-        if self._started and not self._closed and self.outstanding < self._max_pending:
+        if self._started and not self._closed:
             healthy = self._healthy
             if len(healthy) == 1 and healthy[0].state is _CONNECTED:
                 conn: Connection | None = healthy[0]
             else:
                 conn = self._pick()
-            if conn is not None:
-                self._outstanding += 1
+            if conn is not None and self._window.take():
                 try:
                     await conn.request(data, self._publish_timeout if timeout is None else timeout)
                 except BaseException as exc:
                     self._settle(1, exc, token)
                     raise
                 # -- _settle(1, None, token) inlined (a call less per publish) --
-                self._published += 1
-                self._outstanding -= 1
+                self._window.settle(1, None)
                 if self._slot_waiters or self._idle_waiters:
                     self._after_release()
                 if obs is not None:
@@ -523,10 +572,9 @@ class Writer:
         """Admit, dispatch and settle one encoded publish (``timeout`` checked already)."""
         # fast path: connected, a free slot, a healthy connection (one check each, no clock read)
         # -- inlined into pub --
-        if self._started and not self._closed and self.outstanding < self._max_pending:
+        if self._started and not self._closed:
             conn = self._pick()
-            if conn is not None:
-                self._outstanding += 1
+            if conn is not None and self._window.take():
                 try:
                     await conn.request(data, self._publish_timeout if timeout is None else timeout)
                 except BaseException as exc:
@@ -565,21 +613,24 @@ class Writer:
             raise
         loop = self._loop
         assert loop is not None
-        conn = self._pick() if self.outstanding < self._max_pending else None
-        while conn is None:  # rare: wait for a free slot, then for a connection, then re-check
+        conn = self._pick()
+        slot = conn is not None and self._window.take()
+        while not slot:  # rare: wait for a free slot, then for a connection, then re-check
             try:
                 if self.outstanding >= self._max_pending:
                     await self._wait_slot(deadline)
                 conn = self._pick()
                 if conn is None:
                     if self._http_fallback:
-                        break  # no TCP connection: publish over HTTP below
+                        if self._window.take():
+                            break  # no TCP connection: publish over HTTP below
+                        continue
                     await self._wait_healthy(deadline)
-                    conn = self._pick() if self.outstanding < self._max_pending else None
+                    conn = self._pick()
+                slot = conn is not None and self._window.take()
             except BaseException as exc:
                 self._refused(exc, token, counted=True)
                 raise
-        self._outstanding += 1
         co = self._coalesce
         try:
             if parts is not None and co is not None:  # a PUB, coalesced (over HTTP: /mpub)
@@ -604,14 +655,14 @@ class Writer:
         loop callback, where a coroutine per publish would cost more than the publish."""
         if timeout is not None:
             _check_timeout(timeout)
-        if self._closed or not self._started or self.outstanding >= self._max_pending:
+        if self._closed or not self._started or not self._window.take():
             return None
         assert self._loop is not None
         fut: asyncio.Future[bytes] = self._loop.create_future()
         limit = self._publish_timeout if timeout is None else timeout
         if not self._send(fut, data, count, limit):
+            self._window.give()
             return None
-        self._outstanding += 1
         obs = self._obs
         token = None if obs is None else obs.publish_started(*_describe(data), count)
         fut.add_done_callback(partial(self._nowait_done, count, token))
@@ -620,45 +671,18 @@ class Writer:
     def _nowait_done(self, count: int, token: Any, fut: asyncio.Future[bytes]) -> None:
         self._settle(count, asyncio.CancelledError() if fut.cancelled() else fut.exception(), token)
 
-    def _publish_to(self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float) -> bool:
-        """The sync facade's door: like :meth:`publish_nowait`, completing ``waiter`` directly
-        (no future, no callback hop); False if it must wait. The waiter then calls
-        :meth:`_publish_done` once, which settles it (the sync facade's tickets do)."""
-        doors = self._doors
-        if len(doors) == 1:  # admitted under the door's lock, as the threads' publishes are
-            with doors[0].admit_lock:
-                return self._admit(waiter, data, count, timeout)
-        return self._admit(waiter, data, count, timeout)
-
-    def _admit(self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float) -> bool:
-        if self._closed or not self._started or self.outstanding >= self._max_pending:
-            return False
-        if not self._send(waiter, data, count, timeout):
-            return False
-        self._outstanding += 1
-        return True
-
-    def _publish_done(self, count: int, error: BaseException | None) -> None:
-        """Settle a publish sent with :meth:`_publish_to` (the facade observes its own calls)."""
-        self._settle(count, error, None)
-
-    def _door_done(self, count: int, error: BaseException | None) -> None:
-        """Settle a publish a thread wrote through a door, through the one settlement (the
-        facade observes its own calls). Its door counted it, not a slot here: it is given the
-        slot that the settlement passes on."""
-        self._outstanding += 1
-        self._settle(count, error, None)
-
     # ------------------------------------------------------------------ dispatch and settlement
 
-    def _send(self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float) -> bool:
+    def _send(
+        self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float, shared: bool = False
+    ) -> bool:
         """A first send of an admitted, encoded publish (``publish_nowait``, the sync facade's
         tickets): when coalescing, a PUB goes as it is while nothing of its topic is on its way
         and joins its topic's batch otherwise (if a connection or the HTTP fallback could take
         it); anything else goes to :meth:`_dispatch`. False if neither is up."""
         co = self._coalesce
         if co is None or not data.startswith(b"PUB "):
-            return self._dispatch(waiter, data, count, timeout)
+            return self._dispatch(waiter, data, count, timeout, shared)
         if self._pick() is None and not self._http_fallback:
             return False
         prefix, body = split_pub(data)
@@ -666,12 +690,18 @@ class Writer:
             co.add(prefix, waiter, body, timeout)
         return True
 
-    def _dispatch(self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float) -> bool:
+    def _dispatch(
+        self, waiter: ReplyWaiter, data: bytes, count: int, timeout: float, shared: bool = False
+    ) -> bool:
         """Send on a healthy connection, else over the HTTP fallback; False if neither is up.
-        Takes no slot: the caller admitted the publish (a resend keeps its first admission)."""
+        Takes no slot: the caller admitted the publish (a resend keeps its first admission).
+        ``shared``: any thread may complete ``waiter`` (a ticket of the blocking facade)."""
         conn = self._pick()
         if conn is not None:
-            conn.request_to(waiter, data, timeout)
+            if shared:
+                conn.request_shared(waiter, data, timeout)
+            else:
+                conn.request_to(waiter, data, timeout)
             return True
         if self._http_fallback:
             self._http.send(waiter, data, count, timeout)
@@ -681,11 +711,7 @@ class Writer:
     def _settle(self, count: int, error: BaseException | None, token: Any) -> None:
         """An admitted publish is over: count it, pass its slot on (waking ``graceful_close``
         when none is left), and tell the observer."""
-        if error is None:
-            self._published += count
-        else:
-            self._failed += 1
-        self._outstanding -= 1
+        self._window.settle(count, error)
         if self._slot_waiters or self._idle_waiters:
             self._after_release()
         obs = self._obs
@@ -696,7 +722,7 @@ class Writer:
         """A publish that was never admitted failed: bad input or a closed Writer (not
         counted), no slot or connection in time (counted in ``failed``)."""
         if counted:
-            self._failed += 1
+            self._window.refused()
         obs = self._obs
         if obs is not None:
             obs.publish_settled(token, error)
@@ -706,6 +732,12 @@ class Writer:
             self._wake_slot()
         if self._idle_waiters and not self.outstanding:
             self._wake_idle()
+        self._want_slots()
+
+    def _want_slots(self) -> bool:
+        """Tell the window whether the loop waits for slots (so that a publishing thread
+        that gives one back wakes it); True if one is free now."""
+        return self._window.set_wanted(bool(self._slot_waiters or self._idle_waiters))
 
     async def wait_ready(self, timeout: float | None = None) -> None:
         """Wait until a publish could be sent at once: connected, with a free pending slot.
@@ -788,6 +820,8 @@ class Writer:
         while self.outstanding >= self._max_pending:
             fut: asyncio.Future[None] = loop.create_future()
             self._slot_waiters.append(fut)
+            if self._want_slots():  # freed meanwhile (by a publishing thread)
+                fut.set_result(None)
             try:
                 async with asyncio.timeout(max(0.0, deadline - loop.time())):
                     await fut
@@ -797,7 +831,7 @@ class Writer:
                     self._wake_slot()
                 if isinstance(exc, TimeoutError):
                     raise NotSentTimeoutError(
-                        f"{self._outstanding} publishes outstanding (max_pending_publishes); "
+                        f"{self.outstanding} publishes outstanding (max_pending_publishes); "
                         "nsqd did not catch up before the publish timeout, so this one was never "
                         "sent (safe to retry)"
                     ) from None
@@ -805,6 +839,7 @@ class Writer:
             finally:
                 if fut in self._slot_waiters:
                     self._slot_waiters.remove(fut)
+                self._want_slots()
             if self._closed:
                 raise ClosedError("this Writer was closed while a publish waited")
 
@@ -823,11 +858,8 @@ class Writer:
 
     @property
     def outstanding(self) -> int:
-        """Publishes sent and not yet acknowledged (those written from threads included)."""
-        doors = self._doors
-        if not doors:
-            return self._outstanding
-        return self._outstanding + sum(int(door.outstanding) for door in doors)
+        """Publishes admitted and not settled yet (those of publishing threads included)."""
+        return self._window.used
 
     # ------------------------------------------------------------------ closing
 
@@ -851,13 +883,18 @@ class Writer:
             if self.outstanding:
                 fut: asyncio.Future[None] = loop.create_future()
                 self._idle_waiters.append(fut)
+                self._want_slots()
+                if not self.outstanding:  # settled meanwhile (by a publishing thread)
+                    fut.set_result(None)
                 try:
                     async with asyncio.timeout_at(deadline):
                         await fut
                 except TimeoutError:
-                    log.warning(
-                        "writer closing with %d publishes unacknowledged", self._outstanding
-                    )
+                    log.warning("writer closing with %d publishes unacknowledged", self.outstanding)
+                finally:
+                    if fut in self._idle_waiters:
+                        self._idle_waiters.remove(fut)
+                    self._want_slots()
             left = max(CLOSE_FLOOR, deadline - loop.time())  # closing too ends by the deadline
         await self._shutdown(left)
 
@@ -916,13 +953,16 @@ class Writer:
         ever added across releases). Loop thread only.
         """
         co = self._coalesce
-        batches, messages, split = self._door_coalesced
-        for c in self._doors if co is None else (co, *self._doors):
-            batches, messages, split = batches + c.batches, messages + c.messages, split + c.split
+        batches, messages, split = (0, 0, 0) if co is None else (co.batches, co.messages, co.split)
+        threads = self._threads
+        if threads is not None:  # the publishing threads' own coalescing (sync.door_batch)
+            b, m, x = threads.coalesced()
+            batches, messages, split = batches + b, messages + m, split + x
+        window = self._window
         return {
-            "published": self._published + self._door_ok + sum(d.ok for d in self._doors),
+            "published": window.published,
             "published_over_http": self.published_over_http,
-            "failed": self._failed,
+            "failed": window.failed,
             "resent": self.resent,
             "coalesced_batches": batches,
             "coalesced_messages": messages,
@@ -946,7 +986,7 @@ class Writer:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("connected" if self._started else "new")
-        return f"<Writer {state} conns={len(self._healthy)} outstanding={self._outstanding}>"
+        return f"<Writer {state} conns={len(self._healthy)} outstanding={self.outstanding}>"
 
     def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
         # like an unclosed socket's: names the Writer a program left open (shown with -X dev

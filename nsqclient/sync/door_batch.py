@@ -19,114 +19,114 @@ anything else (a cut, no reply in time) fails each with its own copy of the erro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from ..aio.coalesce import copy_error, join_mpub, refused_whole, split_pub
+from .ticket import Ticket
+from .wakes import Waker, wake
 
-if TYPE_CHECKING:
-    from .door import ThreadWrites
-    from .publish import PublishTicket
+__all__ = ["DoorBatch", "Resend", "group"]
 
-__all__ = ["DoorBatch", "group"]
-
-_DONE = 2  # PublishTicket's state (sync.publish)
 _FULL = 1 << 16  # an MPUB body that goes alone at this size (as the loop coalescer's)
 _INF = float("inf")
 
+#: the Writer's resend path for what nsqd never ran: (waiter, deadline, data) each
+Resend = Callable[[list[tuple[Any, float, bytes]]], None]
+
 
 class DoorBatch:
-    """One write of a coalescing door in the connection's pending FIFO: a PUB alone, or an MPUB
-    of several tickets' PUBs; its reply completes each ticket (a ReplyWaiter for the loop)."""
+    """One write of a coalescing door in the connection's reply FIFO: a PUB alone, or an MPUB
+    of several tickets' PUBs; its reply completes each ticket (a SharedWaiter).
 
-    __slots__ = (
-        "_door",
-        "_on_sent_done",
-        "_waker",
-        "count",
-        "data",
-        "deadline",
-        "state",
-        "tickets",
-        "width",
-    )
+    Ended once (``_over``, changed under the door's guard): by a reading thread that took its
+    OK off the FIFO (:meth:`acknowledged`), or by the loop (``set_result``/``set_exception``:
+    an OK it read, an error frame, a cut, a timeout). Each ticket's own end is its own
+    (:class:`~.ticket.Ticket`: settled once, whoever comes first).
+    """
 
-    def __init__(self, door: ThreadWrites, tickets: list[PublishTicket], data: bytes) -> None:
+    __slots__ = ("_door", "_over", "count", "data", "deadline", "tickets")
+
+    def __init__(self, door: Any, tickets: list[Ticket], data: bytes) -> None:
         self._door = door
         self.tickets = tickets
-        self.width = len(tickets)  # tickets, for the door's counts
         self.count = sum(t.count for t in tickets)  # messages
         self.data = data
         self.deadline = min(t.deadline for t in tickets)
-        self.state = 0
-        self._on_sent_done = None  # (a ticket's field: a batch settles its tickets itself)
-        #: whose thread reads for it when the baton passes (a blocking publisher's, if any)
-        self._waker = next((t._waker for t in tickets if t._waker is not None), None)
+        self._over = False
 
-    # -- a reading thread completes it (the door's lock held while it matched the OK) --
-
-    def complete_ok(self, me: Any, later: list[Any], blocked: list[Any]) -> None:
-        """Acknowledged, read by a publishing thread (``me``): its blocking publishes done and
-        their threads' wakers put in ``blocked`` (the reader wakes them all in one pass), its
-        futures put in ``later`` (resolved once the reader let go of the baton)."""
-        self.state = _DONE
-        for ticket in self.tickets:
-            if ticket.future is not None:  # (me too: a PublishFuture's result() reading)
-                later.append(ticket)
-            elif ticket.state != _DONE:  # a blocking publish (PublishTicket.complete)
-                ticket.error = None
-                ticket.state = _DONE
-                if ticket is not me:  # the reading thread's own: no wake-up
-                    blocked.append(ticket._waker)
-
-    # -- ReplyWaiter: the loop completes it (an OK it read, an error frame, a cut, a timeout) --
+    # -- SharedWaiter --
 
     def done(self) -> bool:
-        return self.state == _DONE
+        return self._over
+
+    def watched(self) -> bool:
+        return any(t.waker is not None for t in self.tickets)
+
+    def wake_reader(self) -> None:
+        waker = self.next_waker()
+        if waker is not None:
+            wake(waker)
+
+    def next_waker(self) -> Waker | None:
+        """Whose thread reads for it when the turn passes (a waiting publisher's, if any)."""
+        return next((t.waker for t in self.tickets if t.waker is not None), None)
+
+    # -- a reading thread, holding the guard --
+
+    def acknowledged(self) -> list[Ticket]:
+        """Its OK, read by a publishing thread: its tickets settled; those to notify."""
+        if self._over:
+            return []
+        self._over = True
+        self._door.answered_locked()
+        return [t for t in self.tickets if t.settle(None)]
+
+    # -- the loop, outside the guard --
 
     def set_result(self, _reply: bytes, /) -> None:
-        self._finish(None)
+        self._end(None)
 
     def set_exception(self, error: BaseException, /) -> None:
-        if self.width > 1 and refused_whole(error):
+        if len(self.tickets) > 1 and refused_whole(error):
             self._split()
         else:
-            self._finish(error)
+            self._end(error)
 
-    def _finish(self, error: BaseException | None) -> None:
-        self.state = _DONE
+    def _over_now(self) -> bool:
         door = self._door
-        door.answered(self.width)
-        settle = door._settle_writer
-        blocking = False
+        with door.guard:
+            if self._over:
+                return False
+            self._over = True
+            door.answered_locked()
+        return True
+
+    def _end(self, error: BaseException | None) -> None:
+        if not self._over_now():
+            return
         for i, ticket in enumerate(self.tickets):
-            settle(ticket.count, error)
-            blocking = blocking or ticket._waker is not None
-            ticket.complete(error if error is None or not i else copy_error(error))
-        if error is None and blocking and not door.reading:
-            door._switch = True  # threads may read from the end of this read (see .baton)
-        door.after_answer()
+            if ticket.settle(error if error is None or not i else copy_error(error)):
+                ticket.notify()
+        self._door.write_waiting()
 
     def _split(self) -> None:
         """nsqd refused the MPUB, so stored none of it: each message goes again alone, as the
         Writer's own (its resend path: another connection, or this one's successor), the ones
-        over nsqd's message size last."""
-        self.state = _DONE
+        over nsqd's message size last. Each keeps its slot and settles itself."""
+        if not self._over_now():
+            return
         door = self._door
-        writer = door._writer
-        door.answered(self.width)
         door.split += 1
-        co = writer._coalesce
-        limit = _INF if co is None else co.max_msg_size
-        good: list[Any] = []
-        bad: list[Any] = []
+        limit = door.max_msg_size()
+        good: list[tuple[Any, float, bytes]] = []
+        bad: list[tuple[Any, float, bytes]] = []
         for ticket in self.tickets:
-            ticket._door = None  # the loop matches its reply now
-            ticket._on_sent_done = writer._publish_done
-            writer._outstanding += 1  # the Writer's slot now, given back when it settles
+            ticket.door = None  # the loop matches its reply now
             body = split_pub(ticket.data)[1]
             (good if len(body) <= limit else bad).append((ticket, ticket.deadline, ticket.data))
-        writer._resend(good + bad)
-        door.after_answer()
+        door.resend(good + bad)
+        door.write_waiting()
 
 
 class _Open:
@@ -134,7 +134,7 @@ class _Open:
 
     __slots__ = ("at", "bodies", "prefix", "size", "tickets")
 
-    def __init__(self, ticket: PublishTicket, prefix: bytes, body: memoryview, at: int) -> None:
+    def __init__(self, ticket: Ticket, prefix: bytes, body: memoryview, at: int) -> None:
         self.prefix = prefix
         self.tickets = [ticket]
         self.bodies: list[Any] = [body]
@@ -142,12 +142,11 @@ class _Open:
         self.at = at
 
 
-def group(
-    door: ThreadWrites, tickets: list[PublishTicket], half: float, max_body: int
-) -> list[DoorBatch]:
+def group(door: Any, tickets: list[Ticket], half: float, max_body: int) -> list[DoorBatch]:
     """``tickets`` (claimed, in order) as the door's writes, in order of each write's first
     ticket: each topic's PUBs joined into MPUBs (deadlines within ``half`` of the batch's first,
-    at most ``max_body`` and 64 KiB of MPUB body each); anything else (DPUB, MPUB) alone."""
+    at most ``max_body`` and 64 KiB of MPUB body each); anything else (DPUB, MPUB) alone.
+    Counts what it joined in ``door.batches`` and ``door.messages``."""
     out: list[DoorBatch | _Open] = []
     gathering: dict[bytes, _Open] = {}
     for ticket in tickets:
@@ -176,7 +175,7 @@ def group(
     return out  # type: ignore[return-value]  # every _Open closed above
 
 
-def _closed(door: ThreadWrites, batch: _Open) -> DoorBatch:
+def _closed(door: Any, batch: _Open) -> DoorBatch:
     tickets = batch.tickets
     if len(tickets) == 1:
         return DoorBatch(door, tickets, tickets[0].data)

@@ -18,16 +18,16 @@ from concurrent.futures._base import RUNNING as _RUNNING
 from typing import TYPE_CHECKING, Any
 
 from . import portal, wakes
+from .reading import wait_answer
 from .wakes import thread_waker
 
 if TYPE_CHECKING:
     from .portal import LoopThread
-    from .publish import PublishTicket
+    from .ticket import Ticket
 
 __all__ = ["PublishFuture"]
 
 _INF = float("inf")
-_ACKED = -1.0  # PublishFuture._read: acknowledged, resolved by the calling thread
 _CONDITION_MADE = threading.Lock()  # PublishFuture: its Condition made once
 
 
@@ -52,7 +52,7 @@ class PublishFuture(concurrent.futures.Future[None]):
         self._exception: BaseException | None = None
         self._waiters: list[Any] = []
         self._done_callbacks: list[Any] = []
-        self._ticket: PublishTicket | None = None  # set with the ticket; cleared once resolved
+        self._ticket: Ticket | None = None  # set with the ticket; cleared once resolved
         self._generation = generation  # the fork generation it belongs to
         self._loop_thread = loop_thread
 
@@ -84,8 +84,8 @@ class PublishFuture(concurrent.futures.Future[None]):
         self._state = _RUNNING
 
     def _read(self, timeout: float | None) -> float | None:
-        """Read for the ticket until it is answered or ``timeout`` passed: what is left of
-        ``timeout``, or ``_ACKED`` when this thread read the OK and resolved the future."""
+        """Read for the ticket until it ended or ``timeout`` passed: what is left of
+        ``timeout`` (for the future's own wait, which then finds it resolved, or times out)."""
         ticket = self._ticket
         if ticket is None or self._generation != portal.fork_generation:
             return timeout
@@ -94,18 +94,15 @@ class PublishFuture(concurrent.futures.Future[None]):
             if self._loop_thread.in_loop_thread:
                 return timeout
             waker = thread_waker()
+        end = _INF if timeout is None else time.monotonic() + timeout
+        wait_answer(ticket, end, waker)
         if timeout is None:
-            return _ACKED if ticket.wait_answer(_INF, waker) else None
-        end = time.monotonic() + timeout
-        if ticket.wait_answer(end, waker):
-            return _ACKED
+            return None
         return max(0.0, end - time.monotonic())
 
     def result(self, timeout: float | None = None) -> None:
         if self._ticket is not None:
             timeout = self._read(timeout)
-            if timeout == _ACKED:
-                return None  # (resolved with None by this thread just now)
         if self._state == _FINISHED and self._exception is None:  # final: no lock needed
             return None
         return super().result(timeout)
@@ -113,8 +110,16 @@ class PublishFuture(concurrent.futures.Future[None]):
     def exception(self, timeout: float | None = None) -> BaseException | None:
         if self._ticket is not None:
             timeout = self._read(timeout)
-            if timeout == _ACKED:
-                return None
         if self._state == _FINISHED:  # final (its exception set before): no lock needed
             return self._exception
         return super().exception(timeout)
+
+    def cancel(self) -> bool:
+        """Cancel while it waits in a queue (never sent; counted as failed); False once it is
+        being sent, as for any running future."""
+        if not super().cancel():
+            return False
+        ticket = self._ticket
+        if ticket is not None:
+            ticket.cancelled()
+        return True

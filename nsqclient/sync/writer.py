@@ -1,10 +1,12 @@
 """SyncWriter: blocking publishes from any thread, over the asyncio Writer on the loop thread.
 
-Bodies are validated and encoded in the calling thread (bad input raises before anything crosses),
-then the encoded command goes through a bounded queue to the loop, where a drain hands batches to
-the core Writer without a task per publish. ``pub()`` blocks until nsqd acknowledged or raises the
-core's exception object; ``pub_nowait()`` returns a ``concurrent.futures.Future`` instead. When
-the queue is full (nsqd slow or frozen), publishing threads block: that is the backpressure.
+Bodies are validated and encoded in the calling thread (bad input raises before anything is
+sent), then the calling thread writes the command to a connection it shares with the loop
+(:mod:`.door`) and reads nsqd's reply itself when it is its turn (:mod:`.reading`); when no
+connection can take it at once, the ticket goes the loop's way through a bounded queue
+(:mod:`.publish`). ``pub()`` blocks until nsqd acknowledged or raises the core's exception
+object; ``pub_nowait()`` returns a ``concurrent.futures.Future`` instead. When the queue is full
+(nsqd slow or frozen), publishing threads block: that is the backpressure.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
+import warnings
+from asyncio import _get_running_loop
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Unpack, overload
@@ -23,13 +27,16 @@ from ..observer import Observer, observer_for
 from ..protocol import commands
 from ..protocol.names import Body, single_body_batch
 from . import portal, wakes
-from .door import ThreadWrites
+from .door import Doors, Grouping
 from .future import PublishFuture
 from .lifecycle import FacadeLifecycle
 from .portal import LoopThread
-from .publish import PublishQueue, PublishTicket
+from .publish import Loopway, PublishQueue
+from .reading import wait
+from .ticket import Ticket
 
 if TYPE_CHECKING:
+    from ..aio.window import Window
     from ..aio.writer import Writer
     from ..options import ConfigOptions
     from ..stats import SyncWriterStats
@@ -93,21 +100,40 @@ class SyncWriter(FacadeLifecycle):
 
     def _bind(self, loop_thread: LoopThread) -> None:
         """Create the core objects on the (possibly new, after fork) loop thread."""
-        self._writer, self._queue = loop_thread.call(self._setup(), _SETUP_TIMEOUT)
+        self._writer, self._queue, self._doors, self._window = loop_thread.call(
+            self._setup(), _SETUP_TIMEOUT
+        )
 
-    async def _setup(self) -> tuple[Writer, PublishQueue]:
+    async def _setup(self) -> tuple[Writer, PublishQueue, Doors, Window]:
         from ..aio.writer import Writer
 
         writer = Writer._from_checked(self._checked)
+        cfg = self.config
+        grouping = None
+        if cfg.coalesce:  # the Writer coalescer's tolerance (aio.writer), for the doors' batches
+            half = max(2 * cfg.sec.linger, 0.01 * cfg.sec.publish_timeout) / 2
+            grouping = Grouping(half, lambda: writer.max_body_size)
+        doors = Doors(
+            spill=lambda tickets: queue.put_back(tickets),
+            max_msg_size=lambda: writer.max_msg_size,
+            grouping=grouping,
+        )
+        seam = writer.share_with_threads(doors)
+        window = seam.window
+        doors.bind(window, seam.resend)
         queue = PublishQueue(
             self._max_queued,
-            writer._publish_to,
-            writer.wait_ready,
-            writer._publish_done,
-            writer._unreachable,
+            Loopway(
+                ready=seam.ready,
+                take=window.take,
+                give=window.give,
+                send=seam.send,
+                wait_ready=writer.wait_ready,
+                unreachable=seam.unreachable,
+            ),
         )
-        writer._share_with_threads(partial(ThreadWrites, spill=queue.put_back, writer=writer))
-        return writer, queue
+        self._unreachable = seam.unreachable
+        return writer, queue, doors, window
 
     # ------------------------------------------------------------------ publishing
 
@@ -122,7 +148,10 @@ class SyncWriter(FacadeLifecycle):
         count: int,
         timeout: float | None,
         future: concurrent.futures.Future[None] | None = None,
-    ) -> PublishTicket:
+    ) -> tuple[Ticket, bool]:
+        """Send an encoded publish from the calling thread: written through a connection's door
+        (:mod:`.door`) when one can take it, else queued for the loop (:mod:`.publish`). The
+        ticket, and whether this thread now holds the turn to read (its reply's)."""
         # the caller checked the object already (``_core()``, for the encoding's size limits)
         if future is None:
             # a thread's waker exists once this check passed in it (the loop thread never
@@ -131,6 +160,8 @@ class SyncWriter(FacadeLifecycle):
             if waker is None:
                 self._portal.check_not_in_loop("SyncWriter publishing")
                 waker = wakes.thread_waker()
+            if _get_running_loop() is not None:
+                _blocking_in_loop()
         else:
             self._portal.check_not_in_loop("SyncWriter publishing")
             waker = None
@@ -139,28 +170,26 @@ class SyncWriter(FacadeLifecycle):
         else:
             commands.check_timeout(timeout)
             deadline = _monotonic() + timeout
-        ticket = PublishTicket(data, count, deadline, future, waker)
+        ticket = Ticket(data, count, deadline, self._window, waker, future)
         if future is not None:
             future._ticket = ticket  # type: ignore[attr-defined]  # (a PublishFuture's)
-        doors = self._writer._doors
-        if doors:  # the fast path: written by this thread (see nsqclient.sync.door)
-            if len(doors) == 1:
-                door = doors[0]
-            else:
-                self._rr = rr = (self._rr + 1) % len(doors)
-                door = doors[rr]
-            if door.publish_own(ticket):  # a max_pending_publishes slot; else the queue
-                return ticket
+        door = self._doors.pick()
+        if door is not None:  # the fast path: written by this thread
+            written = door.publish(ticket)  # a max_pending_publishes slot; else the queue
+            if written:
+                return ticket, written == 2
         self._queue.put(ticket)
-        return ticket
+        return ticket, False
 
-    def _raise_unreachable(self) -> None:
-        """Raise the core's NoConnectionsError for a publish that timed out unsent while no
-        nsqd connection is up: the thread's deadline and the loop's wait for a connection end
-        together, and whichever looks first, an outage raises the same error."""
-        unreachable = self._writer._unreachable()
-        if unreachable is not None:
-            raise unreachable from unreachable.__cause__
+    def _not_sent(self) -> BaseException:
+        """What a publish that timed out unsent raises: the core's NoConnectionsError while no
+        nsqd connection is up (the thread's deadline and the loop's wait for a connection end
+        together, and whichever looks first, an outage raises the same error), else
+        NotSentTimeoutError."""
+        return self._unreachable() or NotSentTimeoutError(
+            "the publish was never sent (no connection could take it in time: nsqd is slow or "
+            "unreachable, or max_pending_publishes were all taken); safe to retry"
+        )
 
     def _call(
         self,
@@ -176,12 +205,8 @@ class SyncWriter(FacadeLifecycle):
         obs = self._obs
         token = None if obs is None else obs.publish_started(verb, topic, count)
         try:
-            ticket = self._send(encode(self._core()), count, timeout)
-            try:
-                ticket.wait(ticket.deadline)
-            except NotSentTimeoutError:
-                self._raise_unreachable()
-                raise
+            ticket, took = self._send(encode(self._core()), count, timeout)
+            wait(ticket, took, self._not_sent)
         except BaseException as exc:
             if obs is not None:
                 obs.publish_settled(token, exc)
@@ -203,7 +228,7 @@ class SyncWriter(FacadeLifecycle):
         try:
             data = encode(self._core())  # (checks the object first)
             future = PublishFuture(self._generation, self._portal)
-            self._send(data, count, timeout, future)
+            self._send(data, count, timeout, future)  # (the future's result() reads)
         except BaseException as exc:
             if obs is not None:
                 obs.publish_settled(token, exc)
@@ -236,18 +261,10 @@ class SyncWriter(FacadeLifecycle):
         if self._obs is None:  # the hot path, spelled out: encoded here, sent, waited for
             if self._closed or self._generation != portal.fork_generation:
                 self._check()
-            ticket = self._send(
-                commands.pub(topic, body, max_msg_size=self._writer._max_msg_size), 1, timeout
+            ticket, took = self._send(
+                commands.pub(topic, body, max_msg_size=self._writer.max_msg_size), 1, timeout
             )
-            door = ticket._door
-            # its reply read at once where the read baton is free (a baton held is
-            # round_trip's False, without its call: from many threads, the usual case)
-            if door is None or door.read_lock.locked() or not door.round_trip(ticket):
-                try:
-                    ticket.wait(ticket.deadline)
-                except NotSentTimeoutError:
-                    self._raise_unreachable()
-                    raise
+            wait(ticket, took, self._not_sent)
             return
         self._call("pub", topic, 1, partial(_pub, topic, body), timeout)
 
@@ -398,31 +415,41 @@ class SyncWriter(FacadeLifecycle):
         publishes waiting to cross to the loop. Any thread. Every key and its unit:
         :class:`nsqclient.stats.SyncWriterStats`."""
         self._check()
-        return self._portal.call(_stats(self._writer, self._queue), timeout=5)
+        return self._portal.call(_stats(self._writer, self._queue, self._doors), timeout=5)
 
     def __repr__(self) -> str:
         core = getattr(self, "_writer", None)
         return f"<SyncWriter {'closed' if self._closed else 'open'} {core!r}>"
 
 
-async def _stats(writer: Writer, queue: PublishQueue) -> SyncWriterStats:
+async def _stats(writer: Writer, queue: PublishQueue, doors: Doors) -> SyncWriterStats:
     core = writer.stats()
-    # the Writer counts what it was handed; what failed in the queue before that is counted there
-    # (a withdrawn ticket the drain has not reached, held up while no nsqd is up, failed already)
-    withdrawn = queue.withdrawn_waiting()
-    queued = len(queue) - withdrawn + sum(door.queued for door in writer._doors)
-    failed = (
-        core["failed"] + queue.failures + withdrawn + sum(door.withdrawn for door in writer._doors)
-    )
-    written = writer._door_sent + sum(door.sent for door in writer._doors)
-    read = writer._door_read + sum(door.done_threads for door in writer._doors)
+    sent, read, _batches, _messages, _split = doors.totals()
     return {
         **core,
-        "failed": failed,
-        "queued": queued,
-        "written_by_threads": written,
+        "queued": len(queue) + doors.queued(),
+        "written_by_threads": sent,
         "read_by_threads": read,
     }
+
+
+def _blocking_in_loop() -> None:
+    """A blocking publish from a thread that runs an event loop blocks that loop until nsqd
+    answers: said once per process (a warning), with what to use instead."""
+    global _warned_in_loop
+    if _warned_in_loop:
+        return
+    _warned_in_loop = True
+    warnings.warn(
+        "SyncWriter.pub/mpub/dpub called from a running event loop blocks that loop until nsqd "
+        "acknowledges each publish: use `await sync_writer.aio.pub(...)` (the same connections) "
+        "or an asyncio Writer there, or `pub_nowait(...)` to not wait",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+_warned_in_loop = False
 
 
 def _settle_future(obs: Observer, token: Any, future: concurrent.futures.Future[None]) -> None:

@@ -22,7 +22,7 @@ def _body(cls: str, method: str) -> list[ast.stmt]:
     which differs between the two by what it returns."""
     body = method_body(connection, cls, method)
     first = body[0]
-    assert isinstance(first, ast.If) and ast.unparse(first.test) == "self._door is not None"
+    assert isinstance(first, ast.If) and ast.unparse(first.test) == "self._guard is not None"
     return body[1:]
 
 

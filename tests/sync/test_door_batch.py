@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from nsqclient.protocol import commands
 from nsqclient.sync.door_batch import DoorBatch, group
-from nsqclient.sync.publish import PublishTicket
+from nsqclient.aio.window import Window
+from nsqclient.sync.ticket import Ticket
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -22,8 +23,8 @@ class _Door:
     batches = messages = 0
 
 
-def _ticket(data: bytes, deadline: float = 100.0) -> PublishTicket:
-    return PublishTicket(data, 1, deadline, waker=object())  # type: ignore[arg-type]
+def _ticket(data: bytes, deadline: float = 100.0) -> Ticket:
+    return Ticket(data, 1, deadline, Window(10), waker=object())  # type: ignore[arg-type]
 
 
 def _parse(write: DoorBatch) -> tuple[str, bytes, list[bytes]]:
@@ -62,7 +63,7 @@ def test_pubs_of_a_topic_join_other_topics_and_commands_keep_their_place() -> No
     assert [w.tickets for w in writes[2:]] == [[tickets[2]], [tickets[4]]]
     assert writes[2].data == tickets[2].data and writes[3].data == tickets[4].data
     assert (door.batches, door.messages) == (1, 3)
-    assert [w.width for w in writes] == [3, 1, 1, 1] and writes[0].count == 3
+    assert [len(w.tickets) for w in writes] == [3, 1, 1, 1] and writes[0].count == 3
 
 
 def test_a_far_deadline_or_a_full_batch_starts_another() -> None:

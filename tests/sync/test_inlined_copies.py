@@ -3,9 +3,7 @@ both; compared as syntax trees after the copy's renames.
 
 * ``ThreadResponder.message_fin`` is ``ResponseBatcher.submit`` (the FIN of ``for msg in
   reader: msg.fin()``; the batcher reached as ``batcher``, the message queued as itself rather
-  than as ``(fn, args)``).
-* ``ThreadWrites.publish_own`` opens with ``ThreadWrites.admit`` (every thread publish takes
-  its slot there; ``admit`` stays for the coalescing door's way in)."""
+  than as ``(fn, args)``)."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ import ast
 
 import pytest
 
-from nsqclient.sync import bridge, door
+from nsqclient.sync import bridge
 from tests.support import method_body
 
 pytestmark = pytest.mark.timeout(10)
@@ -35,17 +33,4 @@ def test_the_inlined_fin_is_submit() -> None:
     assert text == submit, (
         "ThreadResponder.message_fin and ResponseBatcher.submit differ beyond the inlining: "
         "apply the same change to both"
-    )
-
-
-def test_the_inlined_admission_is_admit() -> None:
-    admit = method_body(door, "ThreadWrites", "admit")
-    publish = method_body(door, "ThreadWrites", "publish_own")
-    # admit: the admission, then ``return True``; publish_own: the admission, then the write
-    assert ast.unparse(admit[-1]) == "return True"
-    copy = "\n".join(ast.unparse(s) for s in publish[: len(admit) - 1])
-    original = "\n".join(ast.unparse(s) for s in admit[:-1])
-    assert copy == original, (
-        "ThreadWrites.publish_own's admission and ThreadWrites.admit differ: apply the same "
-        "change to both"
     )

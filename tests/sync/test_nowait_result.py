@@ -172,7 +172,7 @@ def test_a_close_from_another_thread_while_threads_wait_on_futures(nsqd: NsqdPro
         while len(acked) < 500 and time.monotonic() < deadline:
             time.sleep(0.01)  # (polling a count with a deadline: the publishers are the events)
         assert len(acked) >= 500, "the publishers did not get going"
-        doors = list(writer._writer._doors)  # (the connection the threads write and read)
+        doors = list(writer._doors.open)  # (the connection the threads write and read)
         assert doors
         closer = threading.Thread(target=writer.close)
         closer.start()
@@ -185,7 +185,7 @@ def test_a_close_from_another_thread_while_threads_wait_on_futures(nsqd: NsqdPro
         writer.close()
     assert not any(t.is_alive() for t in threads), "a thread hung in result()"
     # the door's duplicate of the socket closed, by close() or the last thread to read
-    assert all(door._sock is None for door in doors), "a door's socket was left open"
+    assert all(door.shared.socket_closed for door in doors), "a door's socket was left open"
     assert all(isinstance(exc, ClosedError | NSQError) for exc in failures), failures
     stored = set(drain_bodies(nsqd, topic, message_count(nsqd, topic)))
     missing = [body for body in acked if body not in stored]

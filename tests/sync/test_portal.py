@@ -96,18 +96,18 @@ def test_server_error_reaches_the_thread_as_the_core_object(
     """nsqd refuses a body above its --max-msg-size with E_BAD_MESSAGE while the client's own
     limit is larger: the BadMessageError the core produced on the loop is the one pub() raises
     (whether the thread wrote the PUB itself or the loop did)."""
-    from nsqclient.sync.publish import PublishTicket
+    from nsqclient.sync.ticket import Ticket
 
     small = nsqd_factory(extra_args=["--max-msg-size=100"])  # type: ignore[operator]
     topic = unique()
     seen: list[BaseException] = []
-    original = PublishTicket.set_exception
+    original = Ticket.set_exception
 
-    def recording(self: PublishTicket, exc: BaseException) -> None:
+    def recording(self: Ticket, exc: BaseException) -> None:
         seen.append(exc)  # what the connection completed the ticket with, on the loop
         original(self, exc)
 
-    monkeypatch.setattr(PublishTicket, "set_exception", recording)
+    monkeypatch.setattr(Ticket, "set_exception", recording)
     with SyncWriter(nsqd_tcp_addresses=[small.tcp_address]) as writer:
         writer.pub(topic, b"fits")
         with pytest.raises(BadMessageError) as info:

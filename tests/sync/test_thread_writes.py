@@ -154,14 +154,14 @@ def test_a_close_from_another_thread_while_sixteen_publish(
         t.start()
     wait_until(lambda: len(ledger.acked) > 500, what="the threads publishing")
     stats_before = writer.stats()
-    doors = list(writer._writer._doors)
+    doors = list(writer._doors.open)
     writer.graceful_close(timeout=5)
     for t in threads:
         t.join(10)
     assert not any(t.is_alive() for t in threads)
     assert len(closed_errors) == THREADS  # each thread was told, none hangs
     # the door's duplicate of the socket closed, by close() or the last thread to read
-    assert doors and all(door._sock is None for door in doors)
+    assert doors and all(door.shared.socket_closed for door in doors)
     assert stats_before["written_by_threads"] > 0
     stored = set(drain_bodies(nsqd, topic, message_count(nsqd, topic), **FAST))
     missing = [b for b in ledger.acked if b not in stored]

@@ -13,7 +13,8 @@ import pytest
 from nsqclient.errors import ClosedError, MessageTooLargeError
 from nsqclient.http import SyncNsqdHTTPClient
 from nsqclient.sync import SyncReader, SyncWriter
-from nsqclient.sync.publish import PublishTicket
+from nsqclient.sync.reading import wait
+from nsqclient.sync.ticket import Ticket
 from nsqclient.sync.wakes import thread_waker
 from nsqclient.testing.daemons import NsqdProcess, free_port
 from tests.support import wait_until
@@ -226,13 +227,14 @@ def test_a_publish_a_closing_door_puts_back_after_close_fails_at_once(nsqd: Nsqd
     thread waited out its 60 s timeout. Forced here: the put-back comes after close()."""
     writer = SyncWriter(nsqd_tcp_addresses=[nsqd.tcp_address])
     writer.pub(unique(), b"connected")
-    queue = writer._queue
+    queue, window = writer._queue, writer._window
     writer.close()
-    ticket = PublishTicket(b"never written", 1, time.monotonic() + 60, None, thread_waker())
+    failed = window.failed
+    ticket = Ticket(b"never written", 1, time.monotonic() + 60, window, thread_waker())
     queue.put_back([ticket])
     with pytest.raises(ClosedError, match="closed before this publish was sent"):
-        ticket.wait(ticket.deadline)  # (before the fix: its 60 s, then another error)
-    assert queue.failures >= 1
+        wait(ticket, False, AssertionError)  # (before the fix: its 60 s, then another error)
+    assert window.failed == failed + 1
 
 
 def test_cancelling_a_queued_pub_nowait_withdraws_it(nsqd: NsqdProcess) -> None:

@@ -1,0 +1,341 @@
+"""A Writer connection shared with publishing threads: the seam the blocking facade uses.
+
+A plain :class:`~nsqclient.aio.connection.Connection` is the loop's alone. The blocking facade
+(:mod:`nsqclient.sync.door`) asks for :meth:`Connection.share
+<nsqclient.aio.connection.Connection.share>`, and from then on the connection has a guard (one
+lock, which the facade injects: the core imports nothing of threads) and a :class:`Shared`
+that lets threads write their publishes to its socket
+and, when it is their turn, read the replies, without ever touching the connection's insides:
+
+* **What the guard protects.** The reply FIFO (:class:`~nsqclient.aio.replies.ReplyQueue`),
+  the write path (the loop's unwritten bytes, the socket's send side, the order of bytes on the
+  wire), the turn (:class:`~nsqclient.flow.turns.ReadTurns`: who reads) and the connection's
+  reading clock. Every change to them, the loop's and the threads', happens holding it, in
+  short sections that never wait for I/O (sends are non-blocking), never complete a waiter and
+  never call user code: what a section ends (waiters, wake-ups) is done after it. It is the
+  outer lock of the facade: the window lock (:mod:`nsqclient.aio.window`) may be taken inside
+  it, never the other way round.
+* **Writing.** A thread holding the guard writes straight to a duplicate of the socket's
+  descriptor when the loop has nothing unwritten (else behind the loop's bytes, in its next
+  flush), so commands reach nsqd in the FIFO's order whoever writes them.
+* **Reading.** Who reads is :mod:`nsqclient.flow.turns`'s decision; this module carries out
+  its actions on the loop's side (pausing and resuming the transport's reading, the idle
+  check) and gives the thread whose turn it is the socket (:meth:`Shared.read`) and the
+  connection's decoder (:meth:`Shared.decode`, which the turn makes its own).
+
+Pure asyncio use pays nothing for this: an unshared connection has no guard and no Shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+import socket
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
+
+from ..errors import ConnectionClosedError, ProtocolError
+from ..flow import turns as _turns
+from ..flow.turns import ARM_IDLE, CLOSE_SOCKET, IDLE, PAUSE, RESUME, WAKE, Head, ReadTurns
+from ..protocol import commands
+from ..protocol.frames import Event
+from .replies import Entry, ReplyQueue, SharedWaiter
+from .window import Guard
+
+if TYPE_CHECKING:
+    from .answers import Section
+
+__all__ = ["Shared", "ThreadSide"]
+
+_NOP: Final = commands.nop()
+_POLL_IN: Final = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
+
+
+class SharedConnection(Protocol):
+    """What of its connection the shared half uses (:class:`~.connection.Connection`; a
+    protocol, so that this module imports nothing of the connection's)."""
+
+    address: str
+    heartbeats_received: int
+    _transport: asyncio.Transport | None
+    _loop: asyncio.AbstractEventLoop | None
+    _replies: ReplyQueue
+    _section: Section
+    _wake_at: float
+
+    @property
+    def buffered_bytes(self) -> int: ...
+
+    @property
+    def is_open(self) -> bool: ...
+
+    def decode(self, data: bytes) -> list[Event]: ...
+
+    def abort(self, exc: BaseException | None = None) -> None: ...
+
+    def _accepts_thread_writes(self) -> bool: ...
+
+    def _has_unwritten(self) -> bool: ...
+
+    def _queue_for_loop(self, data: bytes, raw: bool) -> None: ...
+
+    def _thread_write_failed(self, error: ConnectionClosedError) -> None: ...
+
+    def _frames_read(self, now: float) -> None: ...
+
+    def _arm_by(self, when: float) -> None: ...
+
+    def _check(self) -> None: ...
+
+    def _dispatch_handed_back(self, events: list[Event]) -> None: ...
+
+
+class ThreadSide(Protocol):
+    """What the blocking facade plugs into a shared connection (its door)."""
+
+    def after_loop(self) -> None:
+        """The loop let go of the guard: write what threads queued while it held it."""
+
+    def lost(self) -> None:
+        """The connection is gone: hand back what is queued and unwritten."""
+
+
+class Shared:
+    """The seam of one connection shared with publishing threads (see the module docstring).
+
+    Methods named ``*_locked`` are called holding :attr:`guard`; :meth:`read` and
+    :meth:`decode` only by the thread whose turn it is; the rest by any thread unless said.
+    """
+
+    def __init__(self, conn: SharedConnection, guard: Guard) -> None:
+        transport = conn._transport
+        loop = conn._loop
+        assert transport is not None and loop is not None
+        self._conn = conn
+        self._transport = transport
+        self._loop = loop
+        self.address = conn.address
+        self.guard = guard
+        self.replies: ReplyQueue = conn._replies
+        self.turns = ReadTurns()
+        self.side: ThreadSide | None = None
+        #: a duplicate of the socket's descriptor, so that a thread's send or read can never
+        #: reach a descriptor number the loop has closed and the system has given to another
+        #: file; closed by whoever leaves the turn last (flow.turns, invariant 4)
+        self._sock: socket.socket | None = socket.socket(
+            fileno=os.dup(transport.get_extra_info("socket").fileno())
+        )
+        self._poll = select.poll()
+        self._poll.register(self._sock.fileno(), _POLL_IN)
+        self._idle: asyncio.TimerHandle | None = None
+        self.heartbeats = 0
+
+    # ------------------------------------------------------------------ threads: writing
+
+    def writable_locked(self) -> bool:
+        """Whether threads may write now: connected, no failed write, writes not paused."""
+        conn = self._conn
+        return (
+            self._sock is not None
+            and not self.turns.failed
+            and conn._accepts_thread_writes()
+            and not self._transport.is_closing()
+        )
+
+    def push_locked(self, entries: list[Entry], now: float, unwatched_deadline: float) -> None:
+        """Put what is about to be written on the reply FIFO, in writing order;
+        ``unwatched_deadline``: the earliest deadline no waiting thread looks at (a
+        ``pub_nowait``'s), which the loop's liveness timer must then cover."""
+        self.replies.extend(entries, now)
+        conn = self._conn
+        if unwatched_deadline < conn._wake_at:  # (read holding the guard: the loop arms it in
+            # a section too, and re-arms it on the loop below, where it checks again)
+            self._call(conn._arm_by, unwatched_deadline)
+
+    def send_locked(self, data: bytes) -> bool:
+        """Write ``data`` in order: straight to the socket when the loop has nothing unwritten,
+        else behind its bytes (the loop's next flush); the loop writes what did not fit. False
+        if the socket is broken (the loop then reads what nsqd said before the end)."""
+        conn = self._conn
+        if conn._has_unwritten() or self._transport.get_write_buffer_size():
+            conn._queue_for_loop(data, raw=False)
+            return True
+        sock = self._sock
+        assert sock is not None
+        try:
+            n = sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        except OSError as exc:
+            self._broken_locked(exc)
+            return False
+        if n < len(data):  # the socket's buffer is full: the loop writes the rest, first
+            conn._queue_for_loop(data[n:], raw=True)
+        return True
+
+    def _broken_locked(self, failed: OSError) -> None:
+        actions = self.turns.write_failed()
+        error = ConnectionClosedError(f"write failed: {failed}", address=self.address)
+        self._call(self._conn._thread_write_failed, error)
+        if actions & RESUME:
+            self._call(self._resume, [])
+
+    # ------------------------------------------------------------------ threads: reading
+
+    def read(self, view: memoryview, timeout: float) -> int:
+        """Read into ``view`` (the turn's holder): the bytes read; 0 if none came within
+        ``timeout`` seconds; -1 when reading must go back to the loop (the stream ended or
+        broke, or the socket closed: the loop meets the same and drops the connection)."""
+        sock = self._sock
+        if sock is None:
+            return -1
+        if not self._poll.poll(timeout * 1000.0 + 1.0):
+            return 0
+        try:
+            n = sock.recv_into(view)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError:
+            return -1
+        return n if n else -1
+
+    def decode(self, data: bytes) -> list[Event]:
+        """Frames out of bytes a thread read (the turn's holder owns the decoder meanwhile).
+        Raises ProtocolError for a damaged stream (then :meth:`damaged`)."""
+        return self._conn.decode(data)
+
+    def buffered(self) -> int:
+        """Bytes the decoder holds of a frame not complete yet (the turn's holder)."""
+        return self._conn.buffered_bytes
+
+    def read_locked(self, now: float, heartbeats: int) -> None:
+        """The holder decoded frames at ``now``, ``heartbeats`` of them heartbeats (each
+        answered with a NOP, in order with the threads' writes)."""
+        self._conn._frames_read(now)
+        self.turns.read(now)
+        if heartbeats:
+            self.heartbeats += heartbeats
+            self._conn.heartbeats_received += heartbeats
+            for _ in range(heartbeats):
+                if not self.send_locked(_NOP):
+                    break
+
+    def head_locked(self) -> Entry | None:
+        return self.replies.head()
+
+    def act(self, actions: int, events: list[Event] | None = None) -> None:
+        """Carry out a turn's actions from a thread, after the guard: RESUME through the
+        loop (with ``events``, what the thread read that only the loop may handle) and
+        CLOSE_SOCKET. (WAKE is the caller's: it knows the threads.)"""
+        if actions & RESUME:
+            self._call(self._resume, events or [])
+        if actions & CLOSE_SOCKET:
+            self._close_socket()
+
+    def damaged(self, error: ProtocolError) -> None:
+        """A thread read a damaged stream: the loop drops the connection (after the guard)."""
+        self._call(self._conn.abort, error)
+
+    def overdue(self) -> None:
+        """A thread's sent publish got no reply by its deadline: let the loop look now."""
+        self._call(self._conn._check)
+
+    def _call(self, fn: Callable[..., Any], *args: Any) -> None:
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop is closed: nothing left to do there
+            pass
+
+    # ------------------------------------------------------------------ the loop
+
+    def loop_read_ended_locked(self, now: float) -> None:
+        """Loop: the end of one of its reads (turn LOOP): the turn may pass to the threads."""
+        turns = self.turns
+        if not turns.want:
+            return
+        head = self.replies.head()
+        actions = turns.read_ended(now, self.replies.loop_own > 0, self.head_kind(head, None))
+        if actions:
+            self._apply_loop(actions)
+            if actions & WAKE and head is not None:
+                cast("SharedWaiter", head[0]).wake_reader()
+
+    def loop_command_locked(self, now: float) -> None:
+        """Loop: it queued a command whose reply only it may complete: it reads."""
+        actions = self.turns.loop_command(now)
+        if actions:
+            self._apply_loop(actions)
+
+    def _apply_loop(self, actions: int) -> None:
+        if actions & PAUSE:
+            self._transport.pause_reading()
+        if actions & RESUME:
+            self._transport.resume_reading()
+        if actions & ARM_IDLE and self._idle is None:
+            self._idle = self._loop.call_later(IDLE, self._idle_check)
+
+    def _idle_check(self) -> None:
+        self._idle = None
+        conn = self._conn
+        with conn._section:
+            actions = self.turns.idle(self._loop.time())
+            if actions:
+                self._apply_loop(actions)
+
+    def _resume(self, events: list[Event]) -> None:
+        """Loop: a thread handed reading back, with what it read that the loop must handle."""
+        conn = self._conn
+        with conn._section:
+            if self.turns.state is _turns.Turn.CLOSED:
+                return
+            self.turns.resumed()
+            if conn.is_open:
+                self._transport.resume_reading()
+        if events:
+            conn._dispatch_handed_back(events)
+
+    def lost(self) -> None:
+        """Loop, the connection gone (holding the guard): nobody reads any more; the socket
+        closes now, or when the holder of the turn lets go."""
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        actions = self.turns.close()
+        sock = self._sock
+        if actions & CLOSE_SOCKET:
+            self._close_socket()
+        elif sock is not None:
+            try:  # a thread reads it: end its poll now (it closes the descriptor when it leaves)
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        side = self.side
+        if side is not None:
+            side.lost()
+
+    def _close_socket(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                self._poll.unregister(sock.fileno())
+            except (KeyError, ValueError, OSError):
+                pass
+            sock.close()
+
+    @property
+    def socket_closed(self) -> bool:
+        return self._sock is None
+
+    def head_kind(self, entry: Entry | None, mine: object) -> Head:
+        """What ``entry`` (the FIFO's head) is, for a thread letting go of the turn: a reply
+        only the loop may complete, or one completed already (timed out) or nobody waits for,
+        is the loop's to read."""
+        if entry is None:
+            return Head.NONE
+        waiter: Any = entry[0]
+        if waiter is mine:
+            return Head.MINE
+        if not entry[3] or waiter.done() or not waiter.watched():
+            return Head.UNWATCHED
+        return Head.WAITED
