@@ -48,6 +48,7 @@ class ReplyPath:
     _loop: asyncio.AbstractEventLoop | None
     _replies: ReplyQueue
     _shared: Shared | None
+    _wire: Guard | None
     _guard: Guard | None
     _section: Section
     _depth: int
@@ -220,9 +221,10 @@ def _reply_after(frame: ErrorFrame, events: list[Event]) -> str | None:
 
 
 class Section:
-    """``with conn._section:`` on the loop thread: the guard of a shared connection (taken once
-    however the sections nest: ``_depth`` is the loop's alone), and after letting go of it the
-    completions the section deferred, then the door's look at what threads queued meanwhile.
+    """``with conn._section:`` on the loop thread: the wire and the guard of a shared connection
+    (taken once however the sections nest: ``_depth`` is the loop's alone), and after letting go
+    of them the completions the section deferred, then the door's look at what threads queued
+    meanwhile.
     On an unshared connection only the nesting is counted."""
 
     __slots__ = ("_conn",)
@@ -233,6 +235,7 @@ class Section:
     def __enter__(self) -> None:
         conn = self._conn
         if not conn._depth and conn._guard is not None:
+            conn._wire.acquire()  # (wire, then guard: the order of .sharing)
             conn._guard.acquire()
         conn._depth += 1
 
@@ -245,6 +248,7 @@ class Section:
         if guard is None:
             return
         guard.release()
+        conn._wire.release()
         later = conn._later
         while later:  # (a completion may queue more: each runs outside the guard)
             conn._later = []

@@ -180,6 +180,7 @@ class Connection(ReplyPath, WritePath, Watchdog, asyncio.BufferedProtocol):
         #: a Writer connection shared with publishing threads (the sync facade's: see
         #: :meth:`share`): its guard then brackets every change to the reply FIFO and every
         #: write, the loop's ones included (``with self._section:``)
+        self._wire: Guard | None = None
         self._guard: Guard | None = None
         self._shared: Shared | None = None
         self._depth = 0  # the loop's nesting of sections (loop thread only)
@@ -532,11 +533,12 @@ class Connection(ReplyPath, WritePath, Watchdog, asyncio.BufferedProtocol):
         else:
             self._request_shared(waiter, data, timeout, shared_waiter=True)
 
-    def share(self, guard: Guard) -> Shared | None:
+    def share(self, wire: Guard, guard: Guard) -> Shared | None:
         """Share this connection with publishing threads (the sync facade's Writer; loop
-        thread, connected, once): from now on ``guard`` (a lock the facade made) brackets every
-        change to the reply FIFO and every write, and the returned :class:`~.sharing.Shared` is
-        the threads' way in.
+        thread, connected, once): from now on ``wire`` (a lock the facade made) orders every
+        write and ``guard`` every change to the reply FIFO and the turn (see :mod:`.sharing`;
+        the loop's sections take both), and the returned :class:`~.sharing.Shared` is the
+        threads' way in.
 
         Only a plain TCP connection is shared (TLS and compression pass the bytes through
         objects the loop owns): None otherwise, or once closed.
@@ -552,14 +554,11 @@ class Connection(ReplyPath, WritePath, Watchdog, asyncio.BufferedProtocol):
             or transport.get_extra_info("socket") is None
         ):
             return None
-        shared = Shared(self, guard)
+        shared = Shared(self, wire, guard)
         self._shared = shared
+        self._wire = wire
         self._guard = guard
         return shared
-
-    def _frames_read(self, now: float) -> None:
-        """A publishing thread decoded frames at ``now`` (holding the guard: .sharing)."""
-        self._last_read = now
 
     @property
     def buffered_bytes(self) -> int:

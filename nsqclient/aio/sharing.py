@@ -7,14 +7,16 @@ lock, which the facade injects: the core imports nothing of threads) and a :clas
 that lets threads write their publishes to its socket
 and, when it is their turn, read the replies, without ever touching the connection's insides:
 
-* **What the guard protects.** The reply FIFO (:class:`~nsqclient.aio.replies.ReplyQueue`),
-  the write path (the loop's unwritten bytes, the socket's send side, the order of bytes on the
-  wire), the turn (:class:`~nsqclient.flow.turns.ReadTurns`: who reads) and the connection's
-  reading clock. Every change to them, the loop's and the threads', happens holding it, in
-  short sections that never wait for I/O (sends are non-blocking), never complete a waiter and
-  never call user code: what a section ends (waiters, wake-ups) is done after it. It is the
-  outer lock of the facade: the window lock (:mod:`nsqclient.aio.window`) may be taken inside
-  it, never the other way round.
+* **Two locks, both injected.** The *wire* (:attr:`Shared.wire`) orders what is written: the
+  loop's unwritten bytes, the socket's send side, the encoder, so that bytes reach nsqd in the
+  order of the reply FIFO whoever writes them; it is held across a (non-blocking) send. The
+  *guard* (:attr:`Shared.guard`) protects the state: the reply FIFO
+  (:class:`~nsqclient.aio.replies.ReplyQueue`), the turn
+  (:class:`~nsqclient.flow.turns.ReadTurns`: who reads) and the reading clock; it is never
+  held across a system call, so a reading thread never waits behind a send. Order: wire, then
+  guard, then the Writer's window lock (:mod:`nsqclient.aio.window`); never the other way
+  round. No section completes a waiter or calls user code: what a section ends (waiters,
+  wake-ups) is done after it.
 * **Writing.** A thread holding the guard writes straight to a duplicate of the socket's
   descriptor when the loop has nothing unwritten (else behind the loop's bytes, in its next
   flush), so commands reach nsqd in the FIFO's order whoever writes them.
@@ -39,8 +41,9 @@ from ..errors import ConnectionClosedError, ProtocolError
 from ..flow import turns as _turns
 from ..flow.turns import ARM_IDLE, CLOSE_SOCKET, IDLE, PAUSE, RESUME, WAKE, Head, ReadTurns
 from ..protocol import commands
-from ..protocol.frames import Event
+from ..protocol.frames import Event, FrameDecoder
 from .replies import Entry, ReplyQueue, SharedWaiter
+from .state import ConnectionState
 from .window import Guard
 
 if TYPE_CHECKING:
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["Shared", "ThreadSide"]
 
 _NOP: Final = commands.nop()
+_CONNECTED: Final = ConnectionState.CONNECTED
 _POLL_IN: Final = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 
 
@@ -63,6 +67,14 @@ class SharedConnection(Protocol):
     _replies: ReplyQueue
     _section: Section
     _wake_at: float
+    _last_read: float
+    _decoder: FrameDecoder
+    state: ConnectionState
+    _write_paused_at: float | None
+    _flush_scheduled: bool
+    _wbuf: list[bytes]
+    _wrest: memoryview | None
+    _raw_rest: list[bytes]
 
     @property
     def buffered_bytes(self) -> int: ...
@@ -74,15 +86,9 @@ class SharedConnection(Protocol):
 
     def abort(self, exc: BaseException | None = None) -> None: ...
 
-    def _accepts_thread_writes(self) -> bool: ...
-
-    def _has_unwritten(self) -> bool: ...
-
     def _queue_for_loop(self, data: bytes, raw: bool) -> None: ...
 
     def _thread_write_failed(self, error: ConnectionClosedError) -> None: ...
-
-    def _frames_read(self, now: float) -> None: ...
 
     def _arm_by(self, when: float) -> None: ...
 
@@ -104,11 +110,12 @@ class ThreadSide(Protocol):
 class Shared:
     """The seam of one connection shared with publishing threads (see the module docstring).
 
-    Methods named ``*_locked`` are called holding :attr:`guard`; :meth:`read` and
-    :meth:`decode` only by the thread whose turn it is; the rest by any thread unless said.
+    Methods named ``*_wired`` are called holding :attr:`wire`, ``*_locked`` holding
+    :attr:`guard`; :meth:`read` and :meth:`decode` only by the thread whose turn it is; the rest
+    by any thread unless said.
     """
 
-    def __init__(self, conn: SharedConnection, guard: Guard) -> None:
+    def __init__(self, conn: SharedConnection, wire: Guard, guard: Guard) -> None:
         transport = conn._transport
         loop = conn._loop
         assert transport is not None and loop is not None
@@ -116,8 +123,11 @@ class Shared:
         self._transport = transport
         self._loop = loop
         self.address = conn.address
+        self.wire = wire
         self.guard = guard
         self.replies: ReplyQueue = conn._replies
+        #: the connection's decoder: the turn's holder owns it while it reads
+        self.decoder: FrameDecoder = conn._decoder
         self.turns = ReadTurns()
         self.side: ThreadSide | None = None
         #: a duplicate of the socket's descriptor, so that a thread's send or read can never
@@ -133,32 +143,53 @@ class Shared:
 
     # ------------------------------------------------------------------ threads: writing
 
-    def writable_locked(self) -> bool:
-        """Whether threads may write now: connected, no failed write, writes not paused."""
+    def writable_wired(self) -> bool:
+        """Whether threads may write now: connected, no failed write, writes not paused. (A
+        failed write is the guard's to record; looked at here without it: once set it stays,
+        and a write that misses it by a moment fails as the first one did.)"""
         conn = self._conn
         return (
-            self._sock is not None
+            conn.state is _CONNECTED
+            and conn._write_paused_at is None
+            and self._sock is not None
             and not self.turns.failed
-            and conn._accepts_thread_writes()
-            and not self._transport.is_closing()
-        )
+        )  # (a transport closing on its own is CONNECTED until connection_lost: a write to it
+        # then fails, or is failed with what is pending, as maybe sent)
 
-    def push_locked(self, entries: list[Entry], now: float, unwatched_deadline: float) -> None:
-        """Put what is about to be written on the reply FIFO, in writing order;
-        ``unwatched_deadline``: the earliest deadline no waiting thread looks at (a
-        ``pub_nowait``'s), which the loop's liveness timer must then cover."""
-        self.replies.extend(entries, now)
+    def write_wired(
+        self,
+        entries: list[Entry],
+        data: bytes,
+        now: float,
+        unwatched_deadline: float,
+        take_turn: bool = False,
+    ) -> bool:
+        """Write ``data``, the commands of ``entries`` (put on the reply FIFO first, in
+        writing order); ``unwatched_deadline``: the earliest deadline no waiting thread looks at
+        (a ``pub_nowait``'s), which the loop's liveness timer must then cover. With
+        ``take_turn``, the calling thread also takes the turn to read if it is free (its reply
+        is next to come): True if it did."""
         conn = self._conn
-        if unwatched_deadline < conn._wake_at:  # (read holding the guard: the loop arms it in
-            # a section too, and re-arms it on the loop below, where it checks again)
-            self._call(conn._arm_by, unwatched_deadline)
+        with self.guard:
+            self.replies.extend(entries, now)
+            took = take_turn and self.turns.take()
+        if unwatched_deadline < conn._wake_at:  # (a stale look only arms it once more: the
+            self._call(conn._arm_by, unwatched_deadline)  # loop checks again when it runs)
+        self.send_wired(data)
+        return took
 
-    def send_locked(self, data: bytes) -> bool:
+    def send_wired(self, data: bytes) -> bool:
         """Write ``data`` in order: straight to the socket when the loop has nothing unwritten,
         else behind its bytes (the loop's next flush); the loop writes what did not fit. False
         if the socket is broken (the loop then reads what nsqd said before the end)."""
         conn = self._conn
-        if conn._has_unwritten() or self._transport.get_write_buffer_size():
+        if (
+            conn._flush_scheduled
+            or conn._wbuf
+            or conn._wrest is not None
+            or conn._raw_rest
+            or self._transport.get_write_buffer_size()
+        ):  # behind the loop's bytes, written by its next flush
             conn._queue_for_loop(data, raw=False)
             return True
         sock = self._sock
@@ -168,14 +199,15 @@ class Shared:
         except (BlockingIOError, InterruptedError):
             n = 0
         except OSError as exc:
-            self._broken_locked(exc)
+            self._broken_wired(exc)
             return False
         if n < len(data):  # the socket's buffer is full: the loop writes the rest, first
             conn._queue_for_loop(data[n:], raw=True)
         return True
 
-    def _broken_locked(self, failed: OSError) -> None:
-        actions = self.turns.write_failed()
+    def _broken_wired(self, failed: OSError) -> None:
+        with self.guard:
+            actions = self.turns.write_failed()
         error = ConnectionClosedError(f"write failed: {failed}", address=self.address)
         self._call(self._conn._thread_write_failed, error)
         if actions & RESUME:
@@ -205,24 +237,20 @@ class Shared:
         Raises ProtocolError for a damaged stream (then :meth:`damaged`)."""
         return self._conn.decode(data)
 
-    def buffered(self) -> int:
-        """Bytes the decoder holds of a frame not complete yet (the turn's holder)."""
-        return self._conn.buffered_bytes
-
     def read_locked(self, now: float, heartbeats: int) -> None:
-        """The holder decoded frames at ``now``, ``heartbeats`` of them heartbeats (each
-        answered with a NOP, in order with the threads' writes)."""
-        self._conn._frames_read(now)
-        self.turns.read(now)
+        """The holder decoded frames at ``now``, ``heartbeats`` of them heartbeats (then
+        answered with :meth:`answer_heartbeats_wired`, once it let go of the guard)."""
+        self._conn._last_read = now
+        self.turns.last_read = now
         if heartbeats:
             self.heartbeats += heartbeats
             self._conn.heartbeats_received += heartbeats
-            for _ in range(heartbeats):
-                if not self.send_locked(_NOP):
-                    break
 
-    def head_locked(self) -> Entry | None:
-        return self.replies.head()
+    def answer_heartbeats_wired(self, n: int) -> None:
+        """Answer ``n`` heartbeats with NOPs, in order with the threads' writes."""
+        for _ in range(n):
+            if self._sock is None or not self.send_wired(_NOP):
+                break
 
     def act(self, actions: int, events: list[Event] | None = None) -> None:
         """Carry out a turn's actions from a thread, after the guard: RESUME through the

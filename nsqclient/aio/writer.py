@@ -366,7 +366,7 @@ class Writer:
     def _on_connection_up(self, conn: Connection) -> None:
         threads = self._threads
         if threads is not None:
-            shared = conn.share(threads.new_lock())
+            shared = conn.share(threads.new_lock(), threads.new_lock())
             if shared is not None:
                 threads.opened(shared)
         self._healthy.append(conn)

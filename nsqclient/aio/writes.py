@@ -189,15 +189,6 @@ class WritePath:
 
     # -- for the shared half (.sharing), holding the guard --
 
-    def _has_unwritten(self) -> bool:
-        """Whether the loop has bytes it has not written yet (a thread's go behind them)."""
-        return bool(
-            self._flush_scheduled or self._wbuf or self._wrest is not None or self._raw_rest
-        )
-
-    def _accepts_thread_writes(self) -> bool:
-        return self.state is _CONNECTED and self._write_paused_at is None
-
     def _queue_for_loop(self, data: bytes, raw: bool) -> None:
         """A thread's bytes, written by the loop's next flush (``raw``: the rest of a send,
         written before anything else)."""

@@ -61,13 +61,36 @@ class Grouping(NamedTuple):
     max_body_size: Callable[[], int]  # nsqd's MPUB body limit, as the Writer knows it now
 
 
+class Wired:
+    """``with door.wired:`` in a thread: the connection's wire, and once it is let go the
+    tickets threads queued meanwhile written (they found the wire taken and left them to its
+    holder: group commit). Every time a thread holds the wire ends this way (here, or as
+    :meth:`Door.publish` and :meth:`Door.write_queued` end), so that no ticket is ever left
+    queued with nobody to write it."""
+
+    __slots__ = ("_door", "_wire")
+
+    def __init__(self, door: Door) -> None:
+        self._door = door
+        self._wire = door.wire
+
+    def __enter__(self) -> None:
+        self._wire.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._wire.release()
+        door = self._door
+        if door._queue:
+            door.write_queued()
+
+
 class Door:
     """The thread door of one shared connection (see the module docstring). Made on the loop.
 
-    Counters (each changed holding :attr:`guard`): ``sent`` tickets written by threads,
-    ``read`` tickets whose reply a thread read, and with coalescing ``batches`` (MPUBs of two
-    or more), ``messages`` (the PUBs they joined) and ``split`` (MPUBs nsqd refused, each PUB
-    then sent again alone).
+    Counters: ``sent`` tickets written by threads, and with coalescing ``batches`` (MPUBs of two
+    or more) and ``messages`` (the PUBs they joined), changed holding :attr:`wire`; ``read``
+    tickets whose reply a thread read and ``split`` (MPUBs nsqd refused, each PUB then sent
+    again alone), changed holding :attr:`guard`, as is ``_on_way``.
     """
 
     def __init__(
@@ -78,7 +101,9 @@ class Door:
         grouping: Grouping | None,
     ) -> None:
         self.shared = shared
+        self.wire = shared.wire
         self.guard = shared.guard
+        self.wired = Wired(self)
         self.window = window
         self._doors = doors
         self.resend: Resend = doors.resend
@@ -104,8 +129,8 @@ class Door:
             return 0
         ticket.door = self
         queue = self._queue
-        guard = self.guard
-        if self._grouping is not None or queue or not guard.acquire(blocking=False):
+        wire = self.wire
+        if self._grouping is not None or queue or not wire.acquire(blocking=False):
             queue.append(ticket)
             self.write_queued()
             return 1
@@ -115,7 +140,7 @@ class Door:
             shared = self.shared
             now = _monotonic()
             deadline = ticket.deadline
-            if self._lost or not shared.writable_locked():
+            if self._lost or not shared.writable_wired():
                 spilled = True
             elif deadline <= now:
                 ended = True  # a passed deadline is never written
@@ -124,18 +149,19 @@ class Door:
                 # sets it SENT, and its future running, without the window lock
                 future = ticket.future
                 if future is not None:
-                    future.run_fresh()  # type: ignore[attr-defined]  # (a PublishFuture)
+                    future.run_fresh()
                 ticket.state = SENT
-                shared.push_locked(
+                self.sent += 1
+                # a blocking publish takes the turn to read its reply next, if it is free
+                took = shared.write_wired(
                     [(ticket, deadline, ticket.data, True)],
+                    ticket.data,
                     now,
                     _INF if future is None else deadline,
+                    take_turn=future is None,
                 )
-                self.sent += 1
-                if shared.send_locked(ticket.data) and future is None:
-                    took = shared.turns.take()  # a blocking publish reads its reply next
         finally:
-            guard.release()
+            wire.release()
         if spilled:
             self._spill([ticket])
         elif ended and ticket.settle(passed_deadline()):
@@ -148,16 +174,16 @@ class Door:
         """Write what threads queued (group commit), unless another holds the guard: it
         writes ours when it lets go (any thread)."""
         queue = self._queue
-        guard = self.guard
+        wire = self.wire
         while queue:
-            if not guard.acquire(blocking=False):
+            if not wire.acquire(blocking=False):
                 return
             ended: list[Ticket] = []
             spill: list[Ticket] = []
             try:
-                self._write_locked(ended, spill)
+                self._write_wired(ended, spill)
             finally:
-                guard.release()
+                wire.release()
             for ticket in ended:
                 ticket.notify()
             if spill:
@@ -165,15 +191,18 @@ class Door:
             if self._grouping is not None and self._on_way >= _ON_WAY:
                 return  # coalescing: whoever completes the write on its way writes the rest
 
-    def _write_locked(self, ended: list[Ticket], spill: list[Ticket]) -> None:
+    def _write_wired(self, ended: list[Ticket], spill: list[Ticket]) -> None:
         queue = self._queue
         shared = self.shared
-        if self._lost or not shared.writable_locked():
+        if self._lost or not shared.writable_wired():
             while queue:
                 spill.append(queue.popleft())
             return
-        if self._grouping is not None and self._on_way >= _ON_WAY:
-            return  # written once the write on its way is answered
+        grouping = self._grouping
+        if grouping is not None:
+            with self.guard:
+                if self._on_way >= _ON_WAY:
+                    return  # written once the write on its way is answered
         tickets = []
         while queue:
             tickets.append(queue.popleft())
@@ -181,13 +210,13 @@ class Door:
         claimed = claim_all(tickets, now, ended)
         if not claimed:
             return
-        grouping = self._grouping
         writes: list[Any]
         if grouping is None:
             writes = claimed
         else:
             writes = group(self, claimed, grouping.half, grouping.max_body_size())
-            self._on_way += len(writes)
+            with self.guard:
+                self._on_way += len(writes)
         unwatched = _INF  # the earliest deadline no waiting thread looks at (pub_nowait's)
         entries: list[Entry] = []
         for write in writes:
@@ -195,9 +224,9 @@ class Door:
             if deadline < unwatched and not write.watched():
                 unwatched = deadline
             entries.append((write, deadline, write.data, True))
-        shared.push_locked(entries, now, unwatched)
         self.sent += len(claimed)
-        shared.send_locked(writes[0].data if len(writes) == 1 else b"".join(w.data for w in writes))
+        data = writes[0].data if len(writes) == 1 else b"".join(w.data for w in writes)
+        shared.write_wired(entries, data, now, unwatched)
 
     def _spill(self, tickets: list[Ticket]) -> None:
         """Hand unwritten tickets to the loop's way, their slots given back (outside the
@@ -235,7 +264,7 @@ class Door:
             self.write_queued()
 
     def lost(self) -> None:
-        """The connection is gone (the loop, holding the guard): nothing more is written here;
+        """The connection is gone (the loop, holding wire and guard): nothing more is written here;
         what is queued goes the loop's way once the loop lets go of the guard."""
         self._lost = True
         self._on_way = 0
@@ -304,7 +333,7 @@ class Doors:
         (loop thread; each door's read holding its guard)."""
         out = list(self._gone)
         for door in self.open:
-            with door.guard:
+            with door.wired, door.guard:
                 counts = _counts(door)
             for i, n in enumerate(counts):
                 out[i] += n

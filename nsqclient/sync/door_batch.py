@@ -74,13 +74,14 @@ class DoorBatch:
 
     # -- a reading thread, holding the guard --
 
-    def acknowledged(self) -> list[Ticket]:
-        """Its OK, read by a publishing thread: its tickets settled; those to notify."""
+    def acknowledged_tickets(self) -> list[Ticket]:
+        """Its OK, read by a publishing thread: its tickets, to be settled acknowledged (by
+        :func:`.ticket.settle_acknowledged`); none if it ended already."""
         if self._over:
             return []
         self._over = True
         self._door.answered_locked()
-        return [t for t in self.tickets if t.settle(None)]
+        return self.tickets
 
     # -- the loop, outside the guard --
 
@@ -93,13 +94,15 @@ class DoorBatch:
         else:
             self._end(error)
 
-    def _over_now(self) -> bool:
+    def _over_now(self, split: bool = False) -> bool:
         door = self._door
         with door.guard:
             if self._over:
                 return False
             self._over = True
             door.answered_locked()
+            if split:
+                door.split += 1
         return True
 
     def _end(self, error: BaseException | None) -> None:
@@ -114,10 +117,9 @@ class DoorBatch:
         """nsqd refused the MPUB, so stored none of it: each message goes again alone, as the
         Writer's own (its resend path: another connection, or this one's successor), the ones
         over nsqd's message size last. Each keeps its slot and settles itself."""
-        if not self._over_now():
+        if not self._over_now(split=True):
             return
         door = self._door
-        door.split += 1
         limit = door.max_msg_size()
         good: list[tuple[Any, float, bytes]] = []
         bad: list[tuple[Any, float, bytes]] = []

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..errors import NSQError, NSQTimeoutError, ProtocolError
 from ..flow.turns import CLOSE_SOCKET, RESUME, WAKE, Head, Turn
 from ..protocol.frames import OK, OK_FRAME, Event
-from .ticket import DONE, QUEUED, Ticket
+from .ticket import DONE, QUEUED, Ticket, settle_acknowledged
 from .wakes import Waker, wake_each
 
 if TYPE_CHECKING:
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["leave", "read_for", "release", "wait", "wait_answer"]
 
 _monotonic = time.monotonic
+_OPEN: Final = Turn.OPEN
+_NONE: Final = Head.NONE
 _SLICE: Final = 0.1  # the longest single poll (a waiting thread looks at its deadline in between)
 _ONE_OK: Final[list[Event]] = [OK]
 
@@ -49,18 +51,26 @@ def read_for(door: Door, me: Ticket, remaining: float, took: bool = False) -> bo
     guard = door.guard
     turns = shared.turns
     if not took:
+        # a look without the guard first (from many threads, the turn is usually held): a
+        # stale look only makes this thread sleep on its waker, which the holder or the loop
+        # wakes when the turn is free for its reply (flow.turns, invariant 7)
+        if turns.state is not _OPEN:
+            return False
         with guard:
             took = turns.take()
         if not took:
             return False
     replies = shared.replies
     view = door.view
+    buffer = door.buffer
+    decoder = shared.decoder
     wait = remaining if remaining < _SLICE else _SLICE
     end = 0.0
     actions = 0
     handed: list[Event] | None = None
     wake: Waker | None = None
     later: list[Ticket] = []  # futures answered: resolved once the turn is let go
+    beats_due = 0  # heartbeats read, answered once the guard is let go (the wire comes first)
     while True:
         n = shared.read(view, wait)
         if n <= 0:  # nothing within the slice (0), or the stream ended or broke (-1)
@@ -70,8 +80,24 @@ def read_for(door: Door, me: Ticket, remaining: float, took: bool = False) -> bo
                 else:
                     actions, wake = _release_locked(door, me)
             break
-        if n == 10 and door.buffer.startswith(OK_FRAME) and not shared.buffered():
-            events = _ONE_OK  # one OK alone: no decoding
+        if n == 10 and buffer.startswith(OK_FRAME) and not decoder.buffered:
+            # one OK alone: no decoding; and when it is this thread's own, a script's whole
+            # round trip ends here
+            now = _monotonic()
+            with guard:
+                mine = replies.take_lone_ok(me, now)
+                if mine:
+                    shared.read_locked(now, 0)
+                    door.read += 1
+                    if replies:
+                        actions, wake = _release_locked(door, me)
+                    else:  # nothing else pending (a script's publish): the turn stays open
+                        actions = turns.release(_NONE)
+            if mine:
+                if me.settle(None) and me.future is not None:
+                    later.append(me)  # (resolved once the turn is let go, below)
+                break
+            events = _ONE_OK
         else:
             try:
                 events = shared.decode(view[:n].tobytes())
@@ -87,9 +113,11 @@ def read_for(door: Door, me: Ticket, remaining: float, took: bool = False) -> bo
         with guard:
             beats, stop = replies.take_for_thread(events, now, done)
             shared.read_locked(now, beats)
-            for waiter in done:  # Tickets and DoorBatches: SharedWaiters of this facade
-                acked += waiter.acknowledged()
-            door.read += len(acked)
+            if beats:
+                beats_due += beats
+            if done:  # Tickets and DoorBatches: SharedWaiters of this facade
+                acked = settle_acknowledged(done)
+                door.read += len(acked)
             if stop < len(events):
                 handed = events[stop:]
                 actions = turns.hand_back()
@@ -97,6 +125,10 @@ def read_for(door: Door, me: Ticket, remaining: float, took: bool = False) -> bo
                 actions, wake = _release_locked(door, me)
             else:
                 released = False
+        if beats_due:
+            with door.wired:
+                shared.answer_heartbeats_wired(beats_due)
+            beats_due = 0
         if acked:
             _notify(acked, me, later)
         if released:
@@ -232,9 +264,10 @@ def wait_answer(ticket: Ticket, end: float, waker: Waker) -> bool:
                     continue
             waker.wait(remaining)
     finally:
-        ticket.watch(None)
-        if ticket.state is not DONE and door is not None:
-            leave(door)  # the turn must not pass to no one
+        if ticket.state is not DONE:  # (ended: notified already, or about to be; a wake-up
+            ticket.watch(None)  # byte left for this thread then only costs it a second look)
+            if door is not None:
+                leave(door)  # the turn must not pass to no one
     return ticket.state is DONE
 
 

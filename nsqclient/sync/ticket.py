@@ -45,7 +45,7 @@ from concurrent.futures._base import CANCELLED as _CANCELLED
 from concurrent.futures._base import CANCELLED_AND_NOTIFIED as _CANCELLED_AND_NOTIFIED
 from concurrent.futures._base import FINISHED as _FINISHED
 from concurrent.futures._base import PENDING as _PENDING
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import NotSentTimeoutError, NSQTimeoutError
 from .wakes import Waker
@@ -54,7 +54,31 @@ from .wakes import wake as _wake
 if TYPE_CHECKING:
     from ..aio.window import Window
 
-__all__ = ["DONE", "QUEUED", "SENT", "Ticket", "TicketState", "claim_all", "resolve"]
+__all__ = [
+    "DONE",
+    "QUEUED",
+    "SENT",
+    "Ticket",
+    "TicketState",
+    "claim_all",
+    "resolve",
+    "settle_acknowledged",
+]
+
+
+class TicketFuture(Protocol):
+    """The future of a ``pub_nowait`` (:class:`~.future.PublishFuture`), as a ticket uses it."""
+
+    _state: str
+    _ticket: Ticket | None
+
+    def set_running_or_notify_cancel(self) -> bool: ...
+
+    def run_fresh(self) -> None: ...
+
+    def acknowledge(self) -> None: ...
+
+    def set_exception(self, exception: BaseException | None) -> None: ...
 
 
 class TicketState(enum.Enum):
@@ -104,7 +128,7 @@ class Ticket:
         deadline: float,
         window: Window,
         waker: Waker | None,
-        future: concurrent.futures.Future[None] | None = None,
+        future: TicketFuture | None = None,
     ) -> None:
         self.data = data
         self.count = count
@@ -220,7 +244,7 @@ class Ticket:
             return self.state is DONE
 
 
-def resolve(future: concurrent.futures.Future[None], error: BaseException | None) -> None:
+def resolve(future: TicketFuture, error: BaseException | None) -> None:
     """Give ``future`` its ticket's outcome, from the one thread that ended the ticket.
 
     Its state is read without its lock: once RUNNING, only this call moves it on, and a PENDING
@@ -231,15 +255,38 @@ def resolve(future: concurrent.futures.Future[None], error: BaseException | None
         return
     if state == _PENDING and not future.set_running_or_notify_cancel():
         return
-    future._ticket = None  # type: ignore[attr-defined]  # (a PublishFuture's: no cycle left)
+    future._ticket = None  # (no cycle left)
     if error is None:
-        acknowledge = getattr(future, "acknowledge", None)
-        if acknowledge is not None:
-            acknowledge()
-        else:
-            future.set_result(None)
+        future.acknowledge()
     elif not isinstance(error, concurrent.futures.CancelledError):
         future.set_exception(error)
+
+
+def settle_acknowledged(waiters: list[Any]) -> list[Ticket]:
+    """End the tickets nsqd acknowledged in one read (``waiters``: tickets, and coalesced
+    batches of them), in one section of the window lock; those this call ended (the ones to
+    notify: a timeout may have come first)."""
+    out: list[Ticket] = []
+    tickets: list[Ticket] = []
+    for waiter in waiters:
+        if waiter.__class__ is Ticket:
+            tickets.append(waiter)
+        else:
+            tickets += waiter.acknowledged_tickets()
+    if not tickets:
+        return out
+    window = tickets[0].window
+    tell = False
+    with window.lock:  # type: ignore[union-attr]
+        for ticket in tickets:
+            if ticket.state is not DONE:
+                ticket.state = DONE
+                ticket.error = None
+                tell = window.finish_locked(ticket, ticket.count, None) or tell
+                out.append(ticket)
+    if tell:
+        window.notify()
+    return out
 
 
 def claim_all(tickets: list[Ticket], now: float, ended: list[Ticket]) -> list[Ticket]:

@@ -147,7 +147,7 @@ class SyncWriter(FacadeLifecycle):
         data: bytes,
         count: int,
         timeout: float | None,
-        future: concurrent.futures.Future[None] | None = None,
+        future: PublishFuture | None = None,
     ) -> tuple[Ticket, bool]:
         """Send an encoded publish from the calling thread: written through a connection's door
         (:mod:`.door`) when one can take it, else queued for the loop (:mod:`.publish`). The
@@ -172,8 +172,9 @@ class SyncWriter(FacadeLifecycle):
             deadline = _monotonic() + timeout
         ticket = Ticket(data, count, deadline, self._window, waker, future)
         if future is not None:
-            future._ticket = ticket  # type: ignore[attr-defined]  # (a PublishFuture's)
-        door = self._doors.pick()
+            future._ticket = ticket
+        doors = self._doors.open
+        door = doors[0] if len(doors) == 1 else self._doors.pick()
         if door is not None:  # the fast path: written by this thread
             written = door.publish(ticket)  # a max_pending_publishes slot; else the queue
             if written:
