@@ -95,7 +95,7 @@ class PublishFuture(concurrent.futures.Future[None]):
                 return timeout
             waker = thread_waker()
         end = _INF if timeout is None else time.monotonic() + timeout
-        wait_answer(ticket, end, waker)
+        wait_answer(ticket, end, waker)  # (until resolved, or end)
         if timeout is None:
             return None
         return max(0.0, end - time.monotonic())

@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures._base import CANCELLED as _CANCELLED
+from concurrent.futures._base import CANCELLED_AND_NOTIFIED as _CANCELLED_AND_NOTIFIED
+from concurrent.futures._base import FINISHED as _FINISHED
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import NSQError, NSQTimeoutError, ProtocolError
@@ -41,6 +44,8 @@ _OPEN: Final = Turn.OPEN
 _NONE: Final = Head.NONE
 _SLICE: Final = 0.1  # the longest single poll (a waiting thread looks at its deadline in between)
 _ONE_OK: Final[list[Event]] = [OK]
+#: a future's states once resolved (read without its lock: they are final)
+_RESOLVED: Final = frozenset({_FINISHED, _CANCELLED, _CANCELLED_AND_NOTIFIED})
 
 
 def read_for(door: Door, me: Ticket, remaining: float, took: bool = False) -> bool:
@@ -245,19 +250,22 @@ def wait(ticket: Ticket, took: bool, not_sent: Callable[[], BaseException]) -> N
         raise error
 
 
-def wait_answer(ticket: Ticket, end: float, waker: Waker) -> bool:
+def wait_answer(ticket: Ticket, end: float, waker: Waker) -> None:
     """A thread waits in a ``pub_nowait`` future's ``result()`` until ``end``: it reads the
     reply itself where it may, as a blocking publish does, else sleeps on ``waker`` (the
-    ticket's while it waits, so that the turn passes to it). True once the ticket ended."""
+    ticket's while it waits, so that the turn passes to it), until the future is resolved:
+    whoever ends the ticket resolves the future, then wakes this thread (the order of
+    :meth:`Ticket.notify <.ticket.Ticket.notify>`)."""
     door = ticket.door
-    if ticket.watch(waker):
-        return True
+    future = ticket.future
+    assert future is not None
+    ended = ticket.watch(waker)
     try:
-        while ticket.state is not DONE:
+        while future._state not in _RESOLVED:
             remaining = end - _monotonic()
             if remaining <= 0:
                 break
-            if door is not None:
+            if not ended and door is not None and ticket.state is not DONE:
                 if ticket.state is QUEUED:
                     door.write_queued()
                 if read_for(door, ticket, remaining):
@@ -268,7 +276,6 @@ def wait_answer(ticket: Ticket, end: float, waker: Waker) -> bool:
             ticket.watch(None)  # byte left for this thread then only costs it a second look)
             if door is not None:
                 leave(door)  # the turn must not pass to no one
-    return ticket.state is DONE
 
 
 def _interrupted() -> NSQError:
