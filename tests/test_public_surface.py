@@ -6,6 +6,8 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -15,7 +17,7 @@ import nsqclient.compat
 import nsqclient.http
 import nsqclient.stats
 import nsqclient.sync
-from nsqclient import ConfigError, Message, NSQError
+from nsqclient import ConfigError, InvalidArgumentError, Message
 from nsqclient.aio import Reader, Writer
 from nsqclient.compat import AsyncnsqReader
 from nsqclient.sync import SyncReader, SyncWriter
@@ -181,10 +183,54 @@ async def test_pynsq_names_answer_as_the_core_names() -> None:
     msg.requeue(250, backoff=False)
     assert responder.calls == [("req", 250, False)]
     msg, _ = _message()
+    assert msg.is_async() is False
     msg.enable_async()
-    assert msg.auto_response is False
-    with pytest.raises(NSQError):  # the same checks as req()
-        msg.requeue(-1)
+    assert msg.auto_response is False and msg.is_async() is True
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        pytest.param(lambda m: m.requeue(), (None, True), id="default"),
+        pytest.param(lambda m: m.requeue(time_ms=0, backoff=False), (0, False), id="pynsq"),
+        pytest.param(lambda m: m.requeue(time_ms=-1), (None, True), id="pynsq-default"),
+        pytest.param(lambda m: m.requeue(delay=2), (2000, True), id="pynsq-delay-s"),
+        pytest.param(lambda m: m.requeue(delay=0.25, backoff=False), (250, False), id="float-s"),
+        pytest.param(lambda m: m.requeue(delay=-1), (None, True), id="pynsq-delay-default"),
+        pytest.param(lambda m: m.requeue(0, False), (0, False), id="gnsq-positional"),
+        pytest.param(lambda m: m.requeue(-1), (None, True), id="negative-is-default"),
+        pytest.param(lambda m: m.requeue(delay_ms=300), (300, True), id="nsqclient"),
+    ],
+)
+def test_requeue_takes_pynsq_and_gnsq_call_forms(
+    call: Callable[[Message], object], expected: tuple[int | None, bool]
+) -> None:
+    """A handler moved from pynsq or gnsq requeues as it did there (a TypeError in a handler
+    is a failure: the message was retried with backoff and finally given up)."""
+    msg, responder = _message()
+    call(msg)
+    assert responder.calls == [("req", *expected)]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"time_ms": 1.5}, {"time_ms": "5"}, {"delay": True}, {"time_ms": 1, "delay": 2}],
+    ids=["float-ms", "str", "bool", "two-delays"],
+)
+def test_requeue_refuses_what_it_cannot_read_naming_the_forms(kwargs: dict[str, Any]) -> None:
+    msg, responder = _message()
+    with pytest.raises(InvalidArgumentError, match=r"time_ms=<int ms>.*delay=<seconds>"):
+        msg.requeue(**kwargs)
+    assert responder.calls == [] and not msg.has_responded
+
+
+def test_has_responded_reads_as_a_bool_and_calls_as_pynsq() -> None:
+    msg, _ = _message()
+    assert not msg.has_responded and msg.has_responded() is False
+    assert repr(msg.has_responded) == "False" and msg.has_responded == False  # noqa: E712
+    msg.requeue(time_ms=0)
+    assert msg.has_responded and msg.has_responded() is True
+    assert repr(msg.has_responded) == "True" and msg.has_responded == True  # noqa: E712
 
 
 async def test_asyncnsq_reader_waits_for_subscribe() -> None:
