@@ -263,7 +263,9 @@ class Config:
     """How backoff windows grow: ``"exponential"`` (multiplier * 2^level) or ``"full_jitter"``
     (a random window up to that)."""
     backoff_multiplier: Duration = field(default=1_000, metadata=_ms(0, 3_600_000))
-    """Unit of the backoff window after handler failures (``0`` disables backoff)."""
+    """Unit of the backoff window after handler failures. ``0`` makes the windows empty (no
+    pause, but the Reader still takes one message at a time after a failure until handlers
+    succeed); ``max_backoff_duration=0`` turns backoff off."""
     max_backoff_duration: Duration = field(
         default=120_000, metadata=_ms(0, 3_600_000, seconds_below=1_000)
     )

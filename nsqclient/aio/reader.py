@@ -413,6 +413,7 @@ class Reader:
             direct=direct,
             concurrency=concurrency,
             queued=self._queue is not None,
+            config=self.config,
         )
         self.enable_auto_touch(auto_touch, auto_touch_max)
         if self._state is ReaderState.RUNNING and not direct:

@@ -351,7 +351,7 @@ class SyncReader(FacadeLifecycle):
         """
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ConfigError(f"threads must be an int >= 1 (worker threads), got {threads!r}")
-        runner = HandlerRunner(handler)
+        runner = HandlerRunner(handler, config=self.config)
         if runner.is_async:
             raise ConfigError(
                 "SyncReader.run needs a plain function (it runs on worker threads); for a "
@@ -360,7 +360,7 @@ class SyncReader(FacadeLifecycle):
         self._check()
         obs = self._reader._obs  # the core's observer: run()'s handler calls are its handler style
         if obs is not None:
-            runner = HandlerRunner(obs.wrap_handler(handler, False))
+            runner = HandlerRunner(obs.wrap_handler(handler, False), config=self.config)
             obs.handler_mode(True)
         self._portal.check_not_in_loop("SyncReader.run")
         if self._live_workers():
