@@ -17,7 +17,7 @@ import nsqclient.compat
 import nsqclient.http
 import nsqclient.stats
 import nsqclient.sync
-from nsqclient import ConfigError, InvalidArgumentError, Message
+from nsqclient import InvalidArgumentError, Message
 from nsqclient.aio import Reader, Writer
 from nsqclient.compat import AsyncnsqReader
 from nsqclient.sync import SyncReader, SyncWriter
@@ -235,11 +235,42 @@ def test_has_responded_reads_as_a_bool_and_calls_as_pynsq() -> None:
 
 async def test_asyncnsq_reader_waits_for_subscribe() -> None:
     reader = AsyncnsqReader(nsqd_tcp_addresses=["127.0.0.1:1"])
-    with pytest.raises(ConfigError, match="topic"):  # the core Reader's one start needs both
-        await Reader(nsqd_tcp_addresses=["127.0.0.1:1"]).start()
+    with pytest.raises(TypeError, match="'topic' and 'channel'"):  # the core Reader needs both
+        Reader(nsqd_tcp_addresses=["127.0.0.1:1"])  # type: ignore[call-arg]
     await reader.connect()  # no topic yet: waits for subscribe, as in asyncnsq
     assert reader.state.value == "new"
     await reader.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [
+        ("Reader", "nsqclient.aio"),
+        ("Writer", "nsqclient.aio"),
+        ("SyncReader", "nsqclient.sync"),
+        ("SyncWriter", "nsqclient.sync"),
+        ("NsqdHTTPClient", "nsqclient.http"),
+        ("ReaderStats", "nsqclient.stats"),
+        ("create_reader", "nsqclient.compat"),
+    ],
+)
+def test_a_name_looked_for_at_the_top_says_where_it_lives(name: str, home: str) -> None:
+    """Issue 51: ``from nsqclient import Reader`` failed without pointing anywhere."""
+    where = rf"lives in {home} \(from {home} import {name}\)"
+    with pytest.raises(ImportError, match=where):
+        exec(f"from nsqclient import {name}", {})
+    with pytest.raises(AttributeError, match=where):
+        getattr(nsqclient, name)
+    assert not hasattr(nsqclient, name)  # still just absent for hasattr and getattr(default)
+    assert getattr(sys.modules[home], name) is not None
+
+
+def test_the_clients_at_the_top_name_both_faces() -> None:
+    for name, other in (("Reader", "SyncReader"), ("Writer", "SyncWriter")):
+        with pytest.raises(ImportError, match=f"from nsqclient.sync import {other}"):
+            exec(f"from nsqclient import {name}", {})
+    with pytest.raises(ImportError, match="cannot import name 'Bogus'"):
+        exec("from nsqclient import Bogus", {})
 
 
 def test_compat_names_load_the_reader_only_when_used() -> None:

@@ -70,13 +70,14 @@ _NEUTRAL = Outcome.NEUTRAL
 class Reader:
     """Consume ``topic``/``channel`` from nsqd.
 
-    Options are :class:`~nsqclient.config.Config` fields, passed as keywords or as ``config=``.
+    Both are required (a type checker reports a missing channel); options are
+    :class:`~nsqclient.config.Config` fields, passed as keywords or as ``config=``.
     """
 
     def __init__(
         self,
-        topic: str | None = None,
-        channel: str | None = None,
+        topic: str,
+        channel: str,
         *,
         nsqd_tcp_addresses: Iterable[object] | str | None = None,
         lookupd_http_addresses: Iterable[object] | str | None = None,
