@@ -26,7 +26,7 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Unpack
 
-from ..config import Config
+from ..config import Config, lists_options
 from ..errors import (
     ClosedError,
     ConfigError,
@@ -67,6 +67,7 @@ _FAILURE = Outcome.FAILURE
 _NEUTRAL = Outcome.NEUTRAL
 
 
+@lists_options
 class Reader:
     """Consume ``topic``/``channel`` from nsqd.
 

@@ -30,7 +30,7 @@ from ..aio.connection import ConnectionState
 from ..aio.delivery import HandlerRunner
 from ..aio.options import validate_client_options
 from ..aio.signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
-from ..config import Config
+from ..config import Config, lists_options
 from ..errors import ClosedError, ConfigError, NSQError, NSQTimeoutError
 from ..message import Message
 from ..observer import observer_for
@@ -58,6 +58,7 @@ _SETUP_TIMEOUT = 10.0
 _CONTROL_TIMEOUT = 10.0
 
 
+@lists_options
 class SyncReader(FacadeLifecycle):
     """Consume a topic/channel from blocking code. Options are Config fields.
 
