@@ -9,14 +9,16 @@ import pydoc
 
 import pytest
 
-from nsqclient.aio import Reader
+from nsqclient.aio import Reader, Writer
 from nsqclient.config import Config
-from nsqclient.sync import SyncReader
+from nsqclient.sync import SyncReader, SyncWriter
 
 pytestmark = pytest.mark.timeout(30)
 
 
-@pytest.mark.parametrize("client", [Reader, SyncReader], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "client", [Reader, Writer, SyncReader, SyncWriter], ids=lambda c: c.__name__
+)
 def test_help_lists_every_option_with_its_default(client: type) -> None:
     text = pydoc.render_doc(client, renderer=pydoc.plaintext)
     lines = {line.strip(" |") for line in text.splitlines()}

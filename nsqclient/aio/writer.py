@@ -47,7 +47,7 @@ from ..addresses import (
     format_address,
     parse_address,
 )
-from ..config import Config
+from ..config import Config, lists_options
 from ..errors import (
     ClosedError,
     NoConnectionsError,
@@ -94,6 +94,7 @@ def _describe(data: bytes) -> tuple[str, str]:
     return head[0].decode("ascii").lower(), head[1].decode("ascii")
 
 
+@lists_options
 class Writer:
     """Publish to nsqd. Options are :class:`~nsqclient.config.Config` fields."""
 
