@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import observer
+from ._attributes import set_attributes
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -26,7 +27,14 @@ if TYPE_CHECKING:
 
     from ._instrumentation import Instrumentation
 
-__all__ = ["instrument", "is_instrumented", "uninstrument", "unwrap_body", "wrap_body"]
+__all__ = [
+    "instrument",
+    "is_instrumented",
+    "set_attributes",
+    "uninstrument",
+    "unwrap_body",
+    "wrap_body",
+]
 
 
 def instrument(
