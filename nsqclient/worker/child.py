@@ -59,6 +59,7 @@ EXIT_CRASHED = 1
 TICK = 0.25  # seconds between two looks at readiness, the link and (every 4th) memory
 _QUIT_TIMEOUT = 2.0  # seconds the immediate close may take before the child exits anyway
 _MEMORY_EVERY = 4  # ticks
+_PAUSE_WAIT = 10.0  # seconds a handed-back message waits for RDY 0 at most
 
 
 def resident_bytes() -> int:
@@ -115,13 +116,18 @@ class Control:
 
 class Gate:
     """The recycling limit on handler calls: :meth:`admit` says whether the next message's
-    handler may run. One lock, held for a decrement (handler threads call it concurrently)."""
+    handler may run; :meth:`hand_back` gives a message back once this child no longer takes
+    any. One lock, held for a decrement (handler threads call it concurrently)."""
 
     def __init__(self, max_messages: int | None, control: Control) -> None:
         self._lock = threading.Lock()
         self._left = max_messages
         self._control = control
         self.open = True  # written under the lock; read without it (a stale True is rechecked)
+        #: set once RDY 0 was applied, so a message handed back is not delivered here again
+        self.paused = threading.Event()
+        #: the asyncio child pauses right here, on its loop (no thread could wait for it)
+        self.pause_inline: Callable[[], None] | None = None
 
     def admit(self) -> bool:
         if self._left is None:
@@ -141,16 +147,25 @@ class Gate:
         with self._lock:
             self.open = False
 
+    def hand_back(self, msg: Message) -> None:
+        """A neutral REQ without delay, once RDY 0 is in (else nsqd could deliver it straight
+        back here, and again, each time one attempt more)."""
+        if self.pause_inline is not None:
+            self.pause_inline()
+        else:
+            self.paused.wait(_PAUSE_WAIT)
+        msg.req(0, backoff=False)
+
 
 def limited(handler: Handler, gate: Gate, is_async: bool) -> Handler:
     """``handler`` behind the gate: once it is shut, a message is handed back to nsqd at once
-    (REQ without delay or backoff) instead of handled (the same contract and kind)."""
+    instead of handled (the same contract and kind)."""
     if is_async:
 
         @functools.wraps(handler)
         async def gated_async(msg: Message) -> Any:
             if not gate.admit():
-                msg.req(0, backoff=False)
+                gate.hand_back(msg)
                 return None
             return await handler(msg)
 
@@ -159,7 +174,7 @@ def limited(handler: Handler, gate: Gate, is_async: bool) -> Handler:
     @functools.wraps(handler)
     def gated(msg: Message) -> Any:
         if not gate.admit():
-            msg.req(0, backoff=False)
+            gate.hand_back(msg)
             return None
         return handler(msg)
 
@@ -244,10 +259,11 @@ class Child:
             return
         if control.recycle_reason is not None and not self._recycling and not self._stopping:
             self._recycling = True
-            if self.gate is not None:
-                self.gate.close()
             log.info("recycling: %s reached; no more messages taken", control.recycle_reason)
             self.pause()
+            if self.gate is not None:
+                self.gate.paused.set()
+                self.gate.close()
             self.link.send("recycle", reason=control.recycle_reason)
         if control.stop_reason is not None and not self._stopping:
             self._stopping = True
@@ -290,6 +306,8 @@ class AsyncChild(Child):
         self._done = asyncio.Event()
         self.reader = Reader(self.options.topic, self.options.channel, **self.reader_kwargs())
         self.reader.set_message_handler(self.handler, concurrency=self.options.handlers)
+        if self.gate is not None:
+            self.gate.pause_inline = self.pause
         link_fd = self.link.fileno()
 
         def on_link() -> None:
@@ -329,7 +347,8 @@ class AsyncChild(Child):
         return bool(self.reader.connections)
 
     def pause(self) -> None:
-        self.reader.set_max_in_flight(0)
+        if self.reader.max_in_flight:
+            self.reader.set_max_in_flight(0)
 
     def stop(self) -> None:
         self._done.set()
