@@ -15,6 +15,7 @@ import nsqclient.compat
 import nsqclient.http
 import nsqclient.stats
 import nsqclient.sync
+import nsqclient.worker
 from nsqclient import ConfigError, Message, NSQError
 from nsqclient.aio import Reader, Writer
 from nsqclient.compat import AsyncnsqReader
@@ -52,6 +53,7 @@ HOMES = {
         "WriterStats",
     },
     "nsqclient.compat": {"AsyncnsqReader", "PynsqMessageNames", "create_reader", "create_writer"},
+    "nsqclient.worker": {"Handler", "Init", "run"},
 }
 #: Message is the one name exported by several packages on purpose: every face hands it out
 SHARED = {"Message"}

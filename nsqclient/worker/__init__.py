@@ -41,13 +41,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Unpack
 
-from .options import Handler, Init, WorkerOptions, worker_options
+from .options import Handler, Init, worker_options
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..options import ConfigOptions
 
-__all__ = ["Handler", "Init", "WorkerOptions", "run"]
+__all__ = ["Handler", "Init", "run"]
 
 
 def run(

@@ -32,6 +32,7 @@ __all__ = [
     "Handler",
     "Init",
     "WorkerOptions",
+    "cpu_count",
     "default_max_in_flight",
     "load_target",
     "worker_options",
@@ -104,6 +105,37 @@ def default_max_in_flight(handlers: int) -> int:
     that finishes finds its next message here rather than a round trip away; no more: what is
     prefetched waits, counts against ``msg_timeout``, and is handed back on stop."""
     return handlers + max(1, handlers // 4)
+
+
+def cpu_count() -> int:
+    """The CPUs this process may use: its affinity, capped by a cgroup CPU quota (a container's
+    ``--cpus`` or Kubernetes ``resources.limits.cpu``, rounded up), which ``os.cpu_count()``
+    does not see: a container limited to 2 CPUs on a 64-core host would otherwise start 64."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    quota = _cgroup_quota()
+    return max(1, min(count, quota)) if quota else max(1, count)
+
+
+def _cgroup_quota() -> int | None:
+    try:  # cgroup v2: "max 100000" or "200000 100000"
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            return -(-int(quota) // int(period))
+        return None
+    except (OSError, ValueError):
+        pass
+    try:  # cgroup v1
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as f:
+            quota_us = int(f.read())
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
+            period_us = int(f.read())
+        return -(-quota_us // period_us) if quota_us > 0 and period_us > 0 else None
+    except (OSError, ValueError):
+        return None
 
 
 def load_target(target: str) -> Callable[..., Any]:
@@ -249,7 +281,7 @@ def worker_options(
         )
     else:
         handlers = _count("threads", DEFAULT_THREADS if threads is None else threads)
-    count = processes if processes is not None else (os.cpu_count() or 1)
+    count = processes if processes is not None else cpu_count()
     count = _count("processes", count)
     if max_messages_per_child is not None:
         _count("max_messages_per_child", max_messages_per_child)

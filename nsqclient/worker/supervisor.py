@@ -441,6 +441,9 @@ class Supervisor:
         self._spawn(slot)
 
     def _reap(self) -> None:
+        if os.getpid() == 1:  # a container's init: orphans are ours to reap too
+            self._reap_all()
+            return
         for pid in list(self.procs):
             try:
                 done, status = os.waitpid(pid, os.WNOHANG)
@@ -448,6 +451,18 @@ class Supervisor:
                 done, status = pid, 0
             if done == pid:
                 self._exited(self.procs.pop(pid), status)
+
+    def _reap_all(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            proc = self.procs.pop(pid, None)
+            if proc is not None:
+                self._exited(proc, status)
 
     def _exited(self, proc: Proc, status: int) -> None:
         now = time.monotonic()

@@ -58,8 +58,9 @@ class WorkerRun:
 
     @staticmethod
     def _pump(stream: Any, into: list[str]) -> None:
-        for line in iter(stream.readline, b""):
-            into.append(line.decode(errors="replace").rstrip("\n"))
+        into.extend(
+            line.decode(errors="replace").rstrip("\n") for line in iter(stream.readline, b"")
+        )
 
     @property
     def log(self) -> str:

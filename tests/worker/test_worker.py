@@ -228,9 +228,7 @@ def test_recycling_after_n_messages_handles_each_once(nsqd: Any, worker: Any) ->
 # ---------------------------------------------------------------------- discovery, health
 
 
-def test_lookupd_discovery_and_readiness(
-    nsqlookupd: Any, nsqd_factory: Any, worker: Any
-) -> None:
+def test_lookupd_discovery_and_readiness(nsqlookupd: Any, nsqd_factory: Any, worker: Any) -> None:
     """Through lookupd the children start before any nsqd has the topic: /healthz is 200,
     /readyz 503 until each child found the nsqd and connected, then 200."""
     nsqd = nsqd_factory(lookupd_tcp_addresses=[nsqlookupd.tcp_address])
