@@ -392,6 +392,7 @@ class ThreadChild(Child):
                 selector.unregister(self.link.sock)
 
         selector.register(self.link.sock, selectors.EVENT_READ, on_link)
+        self.tick()  # ready at once if connected: the supervisor need not wait a tick
         while True:
             try:
                 deadline = time.monotonic() + TICK
