@@ -259,10 +259,10 @@ def startup(a: argparse.Namespace, env: dict[str, str], run: int) -> dict[str, A
     consumers = Consumers([worker_cmd("noop", topic, a, "--processes", "4",
                                       "--health-address", "127.0.0.1:0")], env)  # fmt: skip
     try:
-        line = wait_for(
-            "the start-up line",
-            lambda: next((text for _, text in consumers.lines if "health on http://" in text), None),
-        )
+        def started() -> str | None:
+            return next((text for _, text in consumers.lines if "health on http://" in text), None)
+
+        line = wait_for("the start-up line", started)
         url = line.rsplit("health on ", 1)[1].strip()
 
         def ready() -> bool:
