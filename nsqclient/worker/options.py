@@ -38,7 +38,10 @@ __all__ = [
     "worker_options",
 ]
 
+#: a message handler, plain or ``async def``: return FINs, raise REQs with backoff, a message it
+#: answered itself is left alone
 Handler = Callable[[Message], Any]
+#: run first in every child with its index (0 to processes - 1): open per-process resources
 Init = Callable[[int], Any]
 
 #: a plain function's threads per process: one, as celery's prefork pool (CPU-bound handlers
@@ -78,7 +81,7 @@ class WorkerOptions:
 
     def describe(self) -> str:
         """The start-up log line's middle: what runs, how wide, where from."""
-        kind = "coroutines" if self.is_async else "threads"
+        kind = ("coroutine" if self.is_async else "thread") + ("s" if self.handlers != 1 else "")
         sources = []
         if self.nsqd_tcp_addresses:
             sources.append("nsqd " + ", ".join(self.nsqd_tcp_addresses))
