@@ -14,8 +14,9 @@ Stopping: SIGTERM or SIGINT (from the supervisor, or sent to the whole process g
 Readers' graceful close, RDY 0, running handlers get ``close_timeout``, everything else goes
 back to nsqd at once; SIGQUIT (the supervisor's "stop at once") is the immediate close,
 a best-effort REQ of everything unanswered. A child whose supervisor is gone (its link reads end
-of file) stops gracefully too. Signal handlers only set a flag and write a byte to a pipe; what
-the flag asks is done by the event loop (``async def``) or the monitor thread (plain functions).
+of file) stops gracefully too. A signal only writes its number to a pipe (the wake-up
+descriptor) and sets a flag; what it asks is done by the event loop (``async def``) or the
+monitor thread (plain functions), never by a Python-level handler waiting for the main thread.
 
 Recycling: past ``max_messages_per_child`` handler calls, or ``max_memory_per_child`` MiB of
 resident memory (looked at every second), the child stops taking messages (RDY 0), hands back
@@ -75,9 +76,16 @@ def resident_bytes() -> int:
 
 
 class Control:
-    """What this child has been asked to do. Signal handlers and the gate set the flags and
-    write a byte to the wake pipe; the owner (the loop, or the monitor thread) acts on them.
-    Flags only go from False to True, each written by one party and read by the owner."""
+    """What this child has been asked to do, and the pipe that wakes its owner (the event
+    loop, or the monitor thread) to act on it.
+
+    The pipe is also the process's signal wake-up descriptor (:func:`signal.set_wakeup_fd`):
+    the C-level handler writes each signal's number there, whichever thread the kernel gave
+    the signal to, so a stop is seen even while the main thread sits in a long wait (joining a
+    handler thread during a graceful close) where Python-level handlers would not run until it
+    ended. Flags only go from unset to set and are acted on by the owner; two parties may race
+    to set a reason (the message limit in a handler thread, the memory limit in the monitor),
+    and whichever is kept is right: either one recycles the child."""
 
     def __init__(self) -> None:
         self.stop_reason: str | None = None
@@ -92,15 +100,22 @@ class Control:
             os.write(self.wake_w, b"\0")
 
     def drain(self) -> None:
+        """Read the pipe; each non-zero byte is a signal's number (0: a plain wake-up)."""
         with contextlib.suppress(OSError):
-            while os.read(self.wake_r, 512):
-                pass
+            while data := os.read(self.wake_r, 512):
+                for signum in data:
+                    if signum:
+                        self.signalled(signum)
 
-    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+    def signalled(self, signum: int) -> None:
         if signum == signal.SIGQUIT:
             self.quit = True
-        elif self.stop_reason is None:
+        elif signum in (signal.SIGTERM, signal.SIGINT) and self.stop_reason is None:
             self.stop_reason = signal.Signals(signum).name
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """The Python-level handler (the main thread, when it gets to it): the same flags."""
+        self.signalled(signum)
         self.wake()
 
     def stop(self, reason: str) -> None:
@@ -465,7 +480,7 @@ def run_child(
     code = EXIT_CRASHED
     try:
         control = Control()
-        signal.set_wakeup_fd(-1)
+        signal.set_wakeup_fd(control.wake_w, warn_on_full_buffer=False)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
             signal.signal(sig, control.on_signal)
         for sig in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU):

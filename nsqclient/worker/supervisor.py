@@ -162,6 +162,7 @@ class Supervisor:
         self._close_timeout = options.config.sec.close_timeout
         self.selector = selectors.DefaultSelector()
         self.health: HealthServer | None = None
+        self._frozen = False
 
     # ------------------------------------------------------------------ the loop
 
@@ -352,8 +353,13 @@ class Supervisor:
         slot.restart_at = None
         parent_end, child_end = socket.socketpair()
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
-        gc.freeze()  # the parent's objects stay out of the children's collections: more pages
-        try:  # stay shared (the gc module's advice for fork without exec)
+        if not self._frozen:
+            # what the import made stays out of the children's collections, so their pages stay
+            # shared (the gc module's advice for fork without exec); once: whatever cyclic
+            # garbage the supervisor makes later must stay collectable
+            gc.freeze()
+            self._frozen = True
+        try:
             pid = os.fork()
         except OSError as exc:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
