@@ -242,15 +242,16 @@ class Supervisor:
             for proc in list(self.procs.values()):
                 if proc.retiring and not proc.stop_sent:
                     current = self.slots[proc.index].proc if proc.index < len(self.slots) else None
-                    if current is None or current.ready or now >= proc.retire_by:
-                        if current is not None:
-                            log.info(
-                                "worker %d: pid %d %s; stopping pid %d",
-                                proc.index,
-                                current.pid,
-                                "is ready" if current.ready else "is not ready yet",
-                                proc.pid,
-                            )
+                    ready = current is not None and current.ready
+                    if ready or now >= proc.retire_by:
+                        log.info(
+                            "worker %d: %s; stopping pid %d",
+                            proc.index,
+                            f"pid {current.pid} is ready"
+                            if ready and current is not None
+                            else f"no successor ready within {RECYCLE_WAIT:g}s",
+                            proc.pid,
+                        )
                         self._terminate(proc, now)
         for proc in list(self.procs.values()):
             proc.link.flush()

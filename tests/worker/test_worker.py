@@ -270,3 +270,32 @@ def test_otel_metrics_of_each_child_carry_its_process(nsqd: Any, worker: Any) ->
     assert len(set(index_of.values())) == len(index_of)  # one index per child
     run.signal(signal.SIGTERM)
     assert run.wait() == 0, run.log
+
+
+def test_sighup_replaces_every_child_and_ttin_ttou_resize(nsqd: Any, worker: Any) -> None:
+    """SIGHUP: each child's successor first, then the child stops (as gunicorn reloads);
+    SIGTTIN and SIGTTOU: one child more, one fewer."""
+    topic = unique()
+    run = worker(args("plain", topic, nsqd, "--processes", "1", "--opt", "close_timeout=2000"))
+
+    def children() -> list[dict[str, Any]]:
+        return list(run.get("/healthz")[1]["children"])
+
+    [first] = wait_until(children, until=lambda c: len(c) == 1 and c[0]["ready"],
+                         what="the first child ready")  # fmt: skip
+    run.signal(signal.SIGHUP)
+    [second] = wait_until(children, what="only its successor left, ready",
+                          until=lambda c: len(c) == 1 and c[0]["pid"] != first["pid"]
+                          and c[0]["ready"])  # fmt: skip
+    assert run.get("/healthz")[1]["restarts"] == 1
+    run.wait_log(rf"pid {second['pid']} is ready; stopping pid {first['pid']}")
+    run.signal(signal.SIGTTIN)
+    wait_until(lambda: run.get("/readyz"), what="two children ready",
+               until=lambda a: a[0] == 200 and a[1]["ready_processes"] == 2)  # fmt: skip
+    run.signal(signal.SIGTTOU)
+    wait_until(children, until=lambda c: [x["pid"] for x in c] == [second["pid"]],
+               what="the added child gone")  # fmt: skip
+    publish(nsqd, topic, ["a", "b"])
+    assert sorted(run.wait_done(2)) == ["a", "b"]
+    run.signal(signal.SIGTERM)
+    assert run.wait() == 0, run.log
