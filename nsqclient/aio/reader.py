@@ -498,6 +498,11 @@ class Reader:
         seconds for its threads (so the close's log says the whole wait)."""
         await self._life.graceful_close(timeout, None, holders, waited)
 
+    def _stop_delivering(self) -> None:
+        """The graceful close's first step, taken early by the blocking facade when it is told
+        to stop: RDY 0, and REQ at once what no thread has started. Loop thread."""
+        self._life.stop_delivering()
+
     def close(self) -> Awaitable[None]:
         """Close at once: best-effort REQ of everything unanswered, then drop the connections.
 
