@@ -64,8 +64,8 @@ def test_sigterm_hands_back_what_was_not_started_at_once_and_exits_0(
     """Two processes x two handlers held running, one more message prefetched by each: after
     SIGTERM (to the supervisor, or to the whole process group as Kubernetes does) the
     prefetched go back to nsqd while the handlers still run; the handlers then finish, and
-    nothing is left in flight. (The plain variant needs the SyncReader to hand back its
-    not-started messages at once: issue 51, "reader-handback".)"""
+    nothing is left in flight. (The plain variant rests on the SyncReader handing back its
+    not-started messages at once: issue 51's "reader-handback" commit.)"""
     count = 30
     topic = unique()
     bodies = [f"m{i}" for i in range(count)]
