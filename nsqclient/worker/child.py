@@ -212,6 +212,7 @@ class Child:
         self._ready: bool | None = None
         self._ticks = 0
         self._recycling = False
+        self._over_at_start = False  # above the memory limit at its first look
         self._stopping = False
         self.started_at = time.monotonic()
 
@@ -279,7 +280,7 @@ class Child:
             if self.gate is not None:
                 self.gate.paused.set()
                 self.gate.close()
-            self.link.send("recycle", reason=control.recycle_reason)
+            self.link.send("recycle", reason=control.recycle_reason, at_start=self._over_at_start)
         if control.stop_reason is not None and not self._stopping:
             self._stopping = True
             log.info("stopping (%s): closing gracefully", control.stop_reason)
@@ -299,6 +300,7 @@ class Child:
         if limit and self._ticks % _MEMORY_EVERY == 0 and not self._recycling:
             rss = resident_bytes()
             if rss > limit * 1024 * 1024:
+                self._over_at_start = self._ticks == _MEMORY_EVERY  # its first look
                 self.control.recycle(
                     f"max_memory_per_child ({rss / 1048576:.0f} MiB resident > {limit} MiB)"
                 )

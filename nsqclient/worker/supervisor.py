@@ -163,6 +163,7 @@ class Supervisor:
         self.selector = selectors.DefaultSelector()
         self.health: HealthServer | None = None
         self._frozen = False
+        self._said_memory = False
 
     # ------------------------------------------------------------------ the loop
 
@@ -429,6 +430,14 @@ class Supervisor:
                 slot = self.slots[proc.index] if proc.index < len(self.slots) else None
                 if slot is not None and slot.proc is proc and not self.stopping:
                     self.recycled += 1
+                    if message.get("at_start") and not self._said_memory:
+                        self._said_memory = True
+                        log.warning(
+                            "worker %d was above --max-memory-per-child at its first look, a "
+                            "second after it started: every child will be replaced that often; "
+                            "raise the limit",
+                            proc.index,
+                        )
                     self._replace(slot, proc, str(message.get("reason")))
             elif kind == "stats":
                 proc.stats = message

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from nsqclient.sync import SyncWriter
 from tests.support import unique, wait_until
 from tests.sync.support import drain_bodies
 
-from .conftest import WorkerRun, channel_stats
+from .conftest import WorkerRun, channel_stats, worker_env
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -299,3 +301,52 @@ def test_sighup_replaces_every_child_and_ttin_ttou_resize(nsqd: Any, worker: Any
     assert sorted(run.wait_done(2)) == ["a", "b"]
     run.signal(signal.SIGTERM)
     assert run.wait() == 0, run.log
+
+
+def test_recycling_past_max_memory_per_child(nsqd: Any, worker: Any) -> None:
+    """A child above its memory limit (1 MiB: any child) is replaced, looked at every second;
+    each message is still handled once."""
+    topic = unique()
+    publish(nsqd, topic, ["a", "b", "c"])
+    run = worker(args("plain", topic, nsqd, "--processes", "1",
+                      "--max-memory-per-child", "1", "--opt", "close_timeout=2000"))  # fmt: skip
+    assert sorted(run.wait_done(3)) == ["a", "b", "c"]
+    line = run.wait_log(r"is replaced \(max_memory_per_child \(\d+ MiB resident > 1 MiB\)\)")[0]
+    old = int(re.search(r"worker 0 \(pid (\d+)\)", line).group(1))  # type: ignore[union-attr]
+    run.wait_log(rf"worker 0 \(pid {old}\) exited")
+    assert run.log.count("above --max-memory-per-child at its first look") == 1
+    run.signal(signal.SIGTERM)
+    assert run.wait() == 0, run.log
+    assert sorted(run.done_bodies()) == ["a", "b", "c"]
+    final = settled(nsqd, topic)
+    assert (final["in_flight_count"], final["depth"]) == (0, 0)
+
+
+def test_run_takes_any_callable(nsqd: Any, tmp_path: Path) -> None:
+    """``nsqclient.worker.run()`` from a script, with a closure as the handler: the children
+    are forked, so nothing needs to be importable by name."""
+    topic = unique()
+    publish(nsqd, topic, ["x", "y"])
+    script = tmp_path / "service.py"
+    script.write_text(
+        "import os, sys\n"
+        "import nsqclient.worker\n"
+        "seen = []\n"
+        "def make():\n"
+        "    def handle(msg):\n"
+        "        seen.append(msg.body)\n"
+        "        os.write(1, b'done %d ' % len(seen) + msg.body + b'\\n')\n"
+        "    return handle\n"
+        "if __name__ == '__main__':\n"
+        f"    sys.exit(nsqclient.worker.run(make(), {topic!r}, 'c', processes=1,\n"
+        f"        nsqd_tcp_addresses=[{nsqd.tcp_address!r}], close_timeout=2000))\n"
+    )
+    with subprocess.Popen([sys.executable, str(script)], env=worker_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as proc:  # fmt: skip
+        assert proc.stdout is not None and proc.stderr is not None
+        lines = [proc.stdout.readline().strip() for _ in range(2)]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0, proc.stderr.read()
+        log = proc.stderr.read()
+    assert sorted(lines) == ["done 1 x", "done 2 y"] or sorted(lines) == ["done 1 y", "done 2 x"]
+    assert "[worker 0 pid" in log and "worker_tasks" not in log
