@@ -32,8 +32,10 @@ pytestmark = pytest.mark.timeout(60)
         pytest.param(["stat", "--interval", "-1"], id="negative-interval"),
         pytest.param(["worker", "tasks:handle", "--topic", "t"], id="worker-without-channel"),
         pytest.param(["worker", "no_colon", "--topic", "t", "--channel", "c"], id="worker-target"),
-        pytest.param(["worker", "json:dumps", "--topic", "t", "--channel", "c",
-                      "--concurrency", "2"], id="worker-concurrency-for-plain"),  # fmt: skip
+        pytest.param(
+            ["worker", "json:dumps", "--topic", "t", "--channel", "c", "--concurrency", "2"],
+            id="worker-concurrency-for-plain",
+        ),
         pytest.param(["topic", "explode", "t"], id="unknown-action"),
         pytest.param(["no-such-command"], id="unknown-command"),
         pytest.param([], id="no-command"),
