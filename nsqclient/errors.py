@@ -94,6 +94,7 @@ __all__ = [
     "TLSError",
     "TouchFailedError",
     "TransportError",
+    "WorkerError",
     "WrongPortError",
 ]
 
@@ -446,6 +447,12 @@ class ClosedError(NSQError):
     def __init__(self, *args: object, sent: bool = False) -> None:
         super().__init__(*args)
         self.sent = sent
+
+
+class WorkerError(NSQError):
+    """``nsqclient worker`` (:func:`nsqclient.worker.run`) gave up: its child processes kept
+    dying during start-up (``max_start_failures`` in a row), or it could not run at all. The log
+    lines before it say why each child died; fix that and start it again."""
 
 
 _BY_CODE: dict[str, type[ServerError]] = {

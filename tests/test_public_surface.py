@@ -17,6 +17,7 @@ import nsqclient.compat
 import nsqclient.http
 import nsqclient.stats
 import nsqclient.sync
+import nsqclient.worker
 from nsqclient import InvalidArgumentError, Message
 from nsqclient.aio import Reader, Writer
 from nsqclient.compat import AsyncnsqReader
@@ -54,6 +55,7 @@ HOMES = {
         "WriterStats",
     },
     "nsqclient.compat": {"AsyncnsqReader", "PynsqMessageNames", "create_reader", "create_writer"},
+    "nsqclient.worker": {"Handler", "Init", "run"},
 }
 #: Message is the one name exported by several packages on purpose: every face hands it out
 SHARED = {"Message"}
