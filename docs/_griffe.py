@@ -24,6 +24,7 @@ OPTION_TAKERS = (
     "nsqclient.sync.reader.SyncReader",
     "nsqclient.compat.asyncnsq.create_writer",
     "nsqclient.compat.asyncnsq.create_reader",
+    "nsqclient.worker.run",
 )
 
 # relative to the reference pages (docs/reference/*.md)

@@ -16,10 +16,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import inspect
 import os
 from dataclasses import field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .errors import ConfigError
 
@@ -263,7 +264,9 @@ class Config:
     """How backoff windows grow: ``"exponential"`` (multiplier * 2^level) or ``"full_jitter"``
     (a random window up to that)."""
     backoff_multiplier: Duration = field(default=1_000, metadata=_ms(0, 3_600_000))
-    """Unit of the backoff window after handler failures (``0`` disables backoff)."""
+    """Unit of the backoff window after handler failures. ``0`` makes the windows empty (no
+    pause, but the Reader still takes one message at a time after a failure until handlers
+    succeed); ``max_backoff_duration=0`` turns backoff off."""
     max_backoff_duration: Duration = field(
         default=120_000, metadata=_ms(0, 3_600_000, seconds_below=1_000)
     )
@@ -431,6 +434,34 @@ _DURATION_BOUNDS = {
     name: (opt.lo, opt.hi) for name, opt in _OPTIONS if opt.unit == "ms" and opt.lo is not None
 }
 _WIRE_DURATIONS = tuple(name for name in _DURATION_NAMES if name not in _DURATION_BOUNDS)
+
+
+_Class = TypeVar("_Class", bound=type)
+
+
+def lists_options(cls: _Class) -> _Class:
+    """Class decorator of the clients: end the docstring with every option, its default and
+    unit, so that ``help(SyncWriter)`` shows what ``**options`` takes (its signature says only
+    ``Unpack[ConfigOptions]``). The listing is made from :class:`Config` itself, so it never
+    drifts; docs/configuration.md has what each option does."""
+    cls.__doc__ = f"{inspect.cleandoc(cls.__doc__ or '')}\n\n{_options_listing()}"
+    return cls
+
+
+@functools.cache
+def _options_listing() -> str:
+    lines = [
+        "Options (keyword arguments, or ``config=Config(...)``; what each does and trades: "
+        "docs/configuration.md)::",
+        "",
+    ]
+    for f in dataclasses.fields(Config):
+        option = f.metadata.get("option")
+        unit = option.unit if option is not None and option.unit else ""
+        if unit:
+            unit = f" ({unit})" if f.default is None else f" {unit}"
+        lines.append(f"    {f.name} = {f.default!r}{unit}")
+    return "\n".join(lines)
 
 
 def _to_ms(name: str, value: object) -> float | int:

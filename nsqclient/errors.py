@@ -3,6 +3,10 @@
 Catch ``NSQError`` to catch everything from this library; catch a branch to handle one kind of
 failure. Exceptions that also describe a builtin category inherit from that builtin too, so
 ``except ValueError`` around a bad option or ``except TimeoutError`` around a publish keeps working.
+One rule for connectivity: every error that means nsqd could not be reached or the link to it
+broke is a ``ConnectionError`` (ConnectError, ConnectionClosedError, NoConnectionsError,
+HTTPConnectError), and every deadline a ``TimeoutError``, so ``except (ConnectionError,
+TimeoutError)`` catches "nsqd is down or slow" from any client.
 
 Every error has ``sent``: False when nothing reached nsqd (refused locally, no connection, timed
 out before it was written: retrying cannot duplicate), True when the command was written, so nsqd
@@ -39,7 +43,7 @@ write: it may or may not have been applied).
     │   ├── ConnectionClosedError (ConnectionError)
     │   ├── NSQTimeoutError (TimeoutError)     dial, read, write or publish deadline passed
     │   │   └── NotSentTimeoutError            timed out before it was written: never sent
-    │   └── NoConnectionsError                 no healthy nsqd to publish to within the timeout
+    │   └── NoConnectionsError (ConnectionError) no healthy nsqd to publish to in time
     ├── HTTPError                              an nsqd/nsqlookupd HTTP call failed; ``status_code``
     │   ├── HTTPConnectError (ConnectError)    no response: unreachable, or the connection broke
     │   ├── HTTPTimeoutError (NSQTimeoutError)
@@ -90,6 +94,7 @@ __all__ = [
     "TLSError",
     "TouchFailedError",
     "TransportError",
+    "WorkerError",
     "WrongPortError",
 ]
 
@@ -342,8 +347,9 @@ class NotSentTimeoutError(NSQTimeoutError):
     sent = False
 
 
-class NoConnectionsError(TransportError):
-    """No nsqd connection was usable within the timeout, so nothing was sent.
+class NoConnectionsError(TransportError, ConnectionError):
+    """No nsqd connection was usable within the timeout, so nothing was sent (a
+    ``ConnectionError``, as the other "nsqd cannot be reached" errors).
 
     Check the addresses and that nsqd runs; the Writer keeps reconnecting in the background, so
     retrying the publish later is safe (it was never sent).
@@ -441,6 +447,12 @@ class ClosedError(NSQError):
     def __init__(self, *args: object, sent: bool = False) -> None:
         super().__init__(*args)
         self.sent = sent
+
+
+class WorkerError(NSQError):
+    """``nsqclient worker`` (:func:`nsqclient.worker.run`) gave up: its child processes kept
+    dying during start-up (``max_start_failures`` in a row), or it could not run at all. The log
+    lines before it say why each child died; fix that and start it again."""
 
 
 _BY_CODE: dict[str, type[ServerError]] = {

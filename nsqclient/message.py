@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any, Protocol
 
-from .compat.pynsq import PynsqMessageNames
+from .compat.pynsq import ANSWERED, UNANSWERED, PynsqMessageNames, ResponseState
 
 __all__ = ["Message", "Responder", "reroute", "responder_of"]
 
@@ -65,7 +65,9 @@ class Message(PynsqMessageNames):
     do nothing); :meth:`touch` as often as needed before that. None of them blocks or waits for
     nsqd. A message from :class:`nsqclient.sync.SyncReader` may be answered from any thread; one
     from :class:`nsqclient.aio.Reader` on that Reader's event loop only. pynsq's and gnsq's
-    ``finish`` / ``requeue`` / ``enable_async`` come from :mod:`nsqclient.compat`'s mixin.
+    ``finish`` / ``requeue`` (with their call forms, e.g. ``requeue(time_ms=0, backoff=False)``)
+    / ``enable_async`` / ``is_async`` come from :mod:`nsqclient.compat`'s mixin, and
+    ``has_responded`` may be called as they do (``msg.has_responded()``).
     """
 
     __slots__ = (
@@ -78,8 +80,9 @@ class Message(PynsqMessageNames):
         "timestamp",
     )
 
-    #: True once FIN or REQ was called (TOUCH does not count). Read it; ``fin()``/``req()`` set it.
-    has_responded: bool
+    #: True once FIN or REQ was called (TOUCH does not count). Read it (``if msg.has_responded``,
+    #: or call it as pynsq and gnsq do: ``msg.has_responded()``); ``fin()``/``req()`` set it.
+    has_responded: ResponseState
     #: False once ``disable_auto_response()`` was called: the handler's return is then ignored.
     auto_response: bool
 
@@ -96,7 +99,7 @@ class Message(PynsqMessageNames):
         self.id = id
         self.body = body
         self._responder = responder
-        self.has_responded = False
+        self.has_responded = UNANSWERED
         self.auto_response = True
 
     # -- responses --
@@ -104,7 +107,7 @@ class Message(PynsqMessageNames):
     def fin(self) -> _Done:
         """Tell nsqd the message is done. Does nothing if it was already answered."""
         if not self.has_responded:
-            self.has_responded = True
+            self.has_responded = ANSWERED
             responder = self._responder
             if responder is not None:
                 responder.message_fin(self)
@@ -125,7 +128,7 @@ class Message(PynsqMessageNames):
 
             raise InvalidArgumentError(f"delay_ms must be a non-negative int, got {delay_ms!r}")
         if not self.has_responded:
-            self.has_responded = True
+            self.has_responded = ANSWERED
             responder = self._responder
             if responder is not None:
                 responder.message_req(self, delay_ms, backoff)

@@ -12,7 +12,8 @@ Fixture names other tests rely on:
   ``readonly`` may only subscribe), ``nsqd_auth`` (nsqd asking that server)
 
 **Backends.** In the integration suites (``tests/integration/protocol``, ``tests/aio``,
-``tests/sync``, ``tests/http_clients``, ``tests/observability``, ``tests/cli``) every test
+``tests/sync``, ``tests/http_clients``, ``tests/observability``, ``tests/cli``,
+``tests/worker/test_backends.py``) every test
 using a daemon fixture runs twice: against real
 nsqd/nsqlookupd 1.3.0 processes (``[real]``) and against nsqclient's embedded server
 (``[embedded]``, :mod:`nsqclient.testing.embedded`, on its own loop thread). A test passing on
@@ -62,8 +63,9 @@ BOTH_BACKENDS = [
     TESTS / "http_clients",  # nsqclient/http (a folder named http would shadow the stdlib)
     TESTS / "observability",
     TESTS / "cli",
+    TESTS / "worker" / "test_backends.py",  # the rest of tests/worker: real nsqd (lean CI)
 ]
-"""Suites whose daemon-using tests run on both backends."""
+"""Suites (folders, or single files) whose daemon-using tests run on both backends."""
 
 REAL_ONLY_ELSEWHERE: dict[str, str] = {
     # node-id prefixes of [embedded...] variants that cannot run there, with the reason; their

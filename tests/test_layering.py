@@ -2,7 +2,8 @@
 ``nsqclient/`` (static: the import statements, read with ``ast``).
 
 protocol <- flow <- aio <- sync; config, errors, message, addresses, http, options and stats
-beside them (below aio, each other's peers); observability and compat on top of the clients;
+beside them (below aio, each other's peers); observability, compat and worker on top of the
+clients (worker, the supervised processes, may use observability);
 testing, cli and benchmark are applications the library never imports; the package ``__init__``
 re-exports the library and nothing under it imports the package back. Every import counts,
 those inside functions and ``if TYPE_CHECKING:`` too: an arrow is an arrow, whenever it runs.
@@ -38,7 +39,8 @@ BESIDE = frozenset(
         "_version",
     }
 )
-ON_TOP = frozenset({"observability", "compat"})  # over the clients, under the applications
+#: over the clients, under the applications
+ON_TOP = frozenset({"observability", "compat", "worker"})
 APPLICATIONS = frozenset({"testing", "cli", "benchmark", "__main__"})
 LIBRARY = frozenset(LAYERS) | BESIDE | ON_TOP
 
@@ -51,6 +53,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     **{name: frozenset({"protocol"}) | BESIDE for name in BESIDE},
     "observability": frozenset(LAYERS) | BESIDE | {ROOT},
     "compat": frozenset(LAYERS) | BESIDE,
+    "worker": frozenset(LAYERS) | BESIDE | {"observability"},
     ROOT: LIBRARY,
     "testing": LIBRARY | {ROOT},
     "benchmark": LIBRARY | {ROOT},

@@ -6,6 +6,8 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -15,7 +17,8 @@ import nsqclient.compat
 import nsqclient.http
 import nsqclient.stats
 import nsqclient.sync
-from nsqclient import ConfigError, Message, NSQError
+import nsqclient.worker
+from nsqclient import InvalidArgumentError, Message
 from nsqclient.aio import Reader, Writer
 from nsqclient.compat import AsyncnsqReader
 from nsqclient.sync import SyncReader, SyncWriter
@@ -52,6 +55,7 @@ HOMES = {
         "WriterStats",
     },
     "nsqclient.compat": {"AsyncnsqReader", "PynsqMessageNames", "create_reader", "create_writer"},
+    "nsqclient.worker": {"Handler", "Init", "run"},
 }
 #: Message is the one name exported by several packages on purpose: every face hands it out
 SHARED = {"Message"}
@@ -181,19 +185,94 @@ async def test_pynsq_names_answer_as_the_core_names() -> None:
     msg.requeue(250, backoff=False)
     assert responder.calls == [("req", 250, False)]
     msg, _ = _message()
+    assert msg.is_async() is False
     msg.enable_async()
-    assert msg.auto_response is False
-    with pytest.raises(NSQError):  # the same checks as req()
-        msg.requeue(-1)
+    assert msg.auto_response is False and msg.is_async() is True
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        pytest.param(lambda m: m.requeue(), (None, True), id="default"),
+        pytest.param(lambda m: m.requeue(time_ms=0, backoff=False), (0, False), id="pynsq"),
+        pytest.param(lambda m: m.requeue(time_ms=-1), (None, True), id="pynsq-default"),
+        pytest.param(lambda m: m.requeue(delay=2), (2000, True), id="pynsq-delay-s"),
+        pytest.param(lambda m: m.requeue(delay=0.25, backoff=False), (250, False), id="float-s"),
+        pytest.param(lambda m: m.requeue(delay=-1), (None, True), id="pynsq-delay-default"),
+        pytest.param(lambda m: m.requeue(0, False), (0, False), id="gnsq-positional"),
+        pytest.param(lambda m: m.requeue(-1), (None, True), id="negative-is-default"),
+        pytest.param(lambda m: m.requeue(delay_ms=300), (300, True), id="nsqclient"),
+    ],
+)
+def test_requeue_takes_pynsq_and_gnsq_call_forms(
+    call: Callable[[Message], object], expected: tuple[int | None, bool]
+) -> None:
+    """A handler moved from pynsq or gnsq requeues as it did there (a TypeError in a handler
+    is a failure: the message was retried with backoff and finally given up)."""
+    msg, responder = _message()
+    call(msg)
+    assert responder.calls == [("req", *expected)]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"time_ms": 1.5}, {"time_ms": "5"}, {"delay": True}, {"time_ms": 1, "delay": 2}],
+    ids=["float-ms", "str", "bool", "two-delays"],
+)
+def test_requeue_refuses_what_it_cannot_read_naming_the_forms(kwargs: dict[str, Any]) -> None:
+    msg, responder = _message()
+    with pytest.raises(InvalidArgumentError, match=r"time_ms=<int ms>.*delay=<seconds>"):
+        msg.requeue(**kwargs)
+    assert responder.calls == [] and not msg.has_responded
+
+
+def test_has_responded_reads_as_a_bool_and_calls_as_pynsq() -> None:
+    msg, _ = _message()
+    assert not msg.has_responded and msg.has_responded() is False
+    assert repr(msg.has_responded) == "False" and msg.has_responded == False  # noqa: E712
+    msg.requeue(time_ms=0)
+    assert msg.has_responded and msg.has_responded() is True
+    assert repr(msg.has_responded) == "True" and msg.has_responded == True  # noqa: E712
 
 
 async def test_asyncnsq_reader_waits_for_subscribe() -> None:
     reader = AsyncnsqReader(nsqd_tcp_addresses=["127.0.0.1:1"])
-    with pytest.raises(ConfigError, match="topic"):  # the core Reader's one start needs both
-        await Reader(nsqd_tcp_addresses=["127.0.0.1:1"]).start()
+    with pytest.raises(TypeError, match="'topic' and 'channel'"):  # the core Reader needs both
+        Reader(nsqd_tcp_addresses=["127.0.0.1:1"])  # type: ignore[call-arg]
     await reader.connect()  # no topic yet: waits for subscribe, as in asyncnsq
     assert reader.state.value == "new"
     await reader.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [
+        ("Reader", "nsqclient.aio"),
+        ("Writer", "nsqclient.aio"),
+        ("SyncReader", "nsqclient.sync"),
+        ("SyncWriter", "nsqclient.sync"),
+        ("NsqdHTTPClient", "nsqclient.http"),
+        ("ReaderStats", "nsqclient.stats"),
+        ("create_reader", "nsqclient.compat"),
+    ],
+)
+def test_a_name_looked_for_at_the_top_says_where_it_lives(name: str, home: str) -> None:
+    """Issue 51: ``from nsqclient import Reader`` failed without pointing anywhere."""
+    where = rf"lives in {home} \(from {home} import {name}\)"
+    with pytest.raises(ImportError, match=where):
+        exec(f"from nsqclient import {name}", {})
+    with pytest.raises(AttributeError, match=where):
+        getattr(nsqclient, name)
+    assert not hasattr(nsqclient, name)  # still just absent for hasattr and getattr(default)
+    assert getattr(sys.modules[home], name) is not None
+
+
+def test_the_clients_at_the_top_name_both_faces() -> None:
+    for name, other in (("Reader", "SyncReader"), ("Writer", "SyncWriter")):
+        with pytest.raises(ImportError, match=f"from nsqclient.sync import {other}"):
+            exec(f"from nsqclient import {name}", {})
+    with pytest.raises(ImportError, match="cannot import name 'Bogus'"):
+        exec("from nsqclient import Bogus", {})
 
 
 def test_compat_names_load_the_reader_only_when_used() -> None:

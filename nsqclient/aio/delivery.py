@@ -19,9 +19,13 @@ import contextvars
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..flow.requeue import requeue_delay_ms
 from ..message import Message, Responder, responder_of
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 __all__ = [
     "ITERATING",
@@ -157,13 +161,17 @@ class MessageQueue:
 class HandlerRunner:
     """Calls a handler for one message and answers it per the handler contract."""
 
-    __slots__ = ("auto_fin", "handler", "is_async")
+    __slots__ = ("auto_fin", "config", "handler", "is_async")
 
-    def __init__(self, handler: Handler, *, auto_fin: bool = True) -> None:
+    def __init__(
+        self, handler: Handler, *, auto_fin: bool = True, config: Config | None = None
+    ) -> None:
         if not callable(handler):
             raise TypeError(f"message handler must be callable, got {handler!r}")
         self.handler = handler
         self.auto_fin = auto_fin
+        #: the Reader's options: the failure log says what they make of a failure
+        self.config = config
         self.is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
             getattr(handler, "__call__", None)  # noqa: B004 - async callable objects
         )
@@ -231,11 +239,7 @@ class HandlerRunner:
                 "after its msg_timeout"
             )
         else:
-            then = (
-                "requeueing it (REQ, delayed by attempts) and backing off: consumption pauses, "
-                "then resumes one message at a time until handlers succeed (max_backoff_duration=0 "
-                "turns this off)"
-            )
+            then = failure_action(msg.attempts, self.config)
         log.exception(
             "message handler failed for message %s (attempt %d); %s",
             msg.id.decode("ascii", "replace"),
@@ -244,6 +248,43 @@ class HandlerRunner:
         )
         if not msg.has_responded and msg.auto_response:
             msg.req(backoff=True)
+
+
+def failure_action(attempts: int, config: Config | None) -> str:
+    """What the Reader does, with ``config`` in force, about a message whose handler failed on
+    delivery ``attempts`` (REQ with backoff): the failure log says it, so it must be exact."""
+    if config is None:
+        return "requeueing it (REQ with backoff)"
+    msec = config.msec
+    delay = requeue_delay_ms(attempts, msec.default_requeue_delay, msec.max_requeue_delay)
+    if delay:
+        req = (
+            f"requeueing it with a delay of {delay / 1000:g}s (REQ: default_requeue_delay x "
+            "attempts, at most max_requeue_delay)"
+        )
+    else:
+        zero = "default_requeue_delay" if not msec.default_requeue_delay else "max_requeue_delay"
+        req = f"requeueing it at once (REQ with no delay: {zero}=0)"
+    multiplier, cap = msec.backoff_multiplier, msec.max_backoff_duration
+    if cap <= 0:
+        backoff = "no backoff (max_backoff_duration=0)"
+    elif 2 * multiplier > cap:  # the first window (level 1) is already over the cap
+        backoff = "no backoff (2 x backoff_multiplier is over max_backoff_duration)"
+    elif multiplier == 0:
+        backoff = (
+            "backing off without a pause (backoff_multiplier=0): one message at a time until "
+            "handlers succeed again (max_backoff_duration=0 turns backoff off)"
+        )
+    else:
+        backoff = (
+            "backing off: consumption pauses (backoff_multiplier x 2^level, at most "
+            "max_backoff_duration), then resumes one message at a time until handlers succeed "
+            "(max_backoff_duration=0 turns backoff off)"
+        )
+    last = ""
+    if config.max_attempts and attempts >= config.max_attempts:
+        last = f"; its next delivery is given up (max_attempts={config.max_attempts})"
+    return f"{req}; {backoff}{last}"
 
 
 def _falsy(result: object) -> bool:

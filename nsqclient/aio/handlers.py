@@ -14,11 +14,14 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..message import Message
 from .delivery import Handler, HandlerRunner, MessageQueue, run_worker
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 __all__ = ["HandlerTasks"]
 
@@ -47,11 +50,12 @@ class HandlerTasks:
         direct: bool,
         concurrency: int | None,
         queued: bool,
+        config: Config | None = None,
     ) -> None:
         """Run ``handler`` from now on (ConfigError, and nothing changed, if the mode is not
         possible; ``queued``: the Reader has its own queue). The previous workers are cancelled;
         :meth:`start_workers` starts the new ones."""
-        runner = HandlerRunner(handler, auto_fin=auto_fin)
+        runner = HandlerRunner(handler, auto_fin=auto_fin, config=config)
         if not direct and not queued:
             raise ConfigError(
                 "this Reader delivers to the sink it was given: only a direct=True handler can run"

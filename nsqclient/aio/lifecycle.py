@@ -83,6 +83,39 @@ class ReaderLife:
         self._closing_task: asyncio.Task[None] | None = None
         self._close_task: asyncio.Task[None] | None = None
         self._closed_event = asyncio.Event()
+        #: messages delivered but never handed out, requeued when deliveries stopped (the log)
+        self._handed_back = 0
+
+    # ------------------------------------------------------------------ stopping deliveries
+
+    def stop_delivering(self) -> None:
+        """The graceful close's first step, on its own: RDY 0 everywhere, and REQ (no delay)
+        every message delivered but not yet handed out, at once. The blocking facade takes it
+        the moment it is told to stop (a signal, ``stop()``), while its threads still finish
+        what they hold; the rest of the close follows when it closes. Loop thread; a no-op
+        unless running."""
+        reader = self._reader
+        if reader._state is ReaderState.RUNNING:
+            reader._state = ReaderState.CLOSING
+            self._hand_back_undelivered()
+
+    def _hand_back_undelivered(self) -> None:
+        reader = self._reader
+        rdy = reader._rdy
+        rdy.apply(rdy.flow.close())  # RDY 0 everywhere, first
+        sink = reader._sink
+        undelivered = sink.take_undelivered()
+        _requeue(undelivered)
+        sink.close()
+        if undelivered:
+            self._handed_back += len(undelivered)
+            log.info(
+                "stopping %s/%s: RDY 0; %d messages delivered but not yet handed out (to a "
+                "handler or an iteration) requeued at once (REQ, no delay)",
+                reader.topic,
+                reader.channel,
+                len(undelivered),
+            )
 
     # ------------------------------------------------------------------ the graceful close
 
@@ -144,12 +177,7 @@ class ReaderLife:
         started = loop.time()
         deadline = started + max(0.0, timeout)
         reader._state = ReaderState.CLOSING
-        rdy = reader._rdy
-        rdy.apply(rdy.flow.close())  # RDY 0 everywhere, first
-        sink = reader._sink
-        undelivered = sink.take_undelivered()
-        _requeue(undelivered)
-        sink.close()
+        self._hand_back_undelivered()  # RDY 0, and REQ what was never handed out (if not yet)
         await reader._nodes.stop_discovery()
         timed_out = False
         if requeue_in_hand:
@@ -167,7 +195,7 @@ class ReaderLife:
                 " (%d more, never handed out, were requeued at once)",
                 requeued,
                 waited + loop.time() - started,
-                len(undelivered),
+                self._handed_back,
             )
         conns = [c for c in reader._nodes.conns.values() if c.state is ConnectionState.SUBSCRIBED]
         # CLS and the closing itself get what is left of the timeout (at least CLOSE_FLOOR, so

@@ -26,7 +26,7 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Unpack
 
-from ..config import Config
+from ..config import Config, lists_options
 from ..errors import (
     ClosedError,
     ConfigError,
@@ -67,16 +67,18 @@ _FAILURE = Outcome.FAILURE
 _NEUTRAL = Outcome.NEUTRAL
 
 
+@lists_options
 class Reader:
     """Consume ``topic``/``channel`` from nsqd.
 
-    Options are :class:`~nsqclient.config.Config` fields, passed as keywords or as ``config=``.
+    Both are required (a type checker reports a missing channel); options are
+    :class:`~nsqclient.config.Config` fields, passed as keywords or as ``config=``.
     """
 
     def __init__(
         self,
-        topic: str | None = None,
-        channel: str | None = None,
+        topic: str,
+        channel: str,
         *,
         nsqd_tcp_addresses: Iterable[object] | str | None = None,
         lookupd_http_addresses: Iterable[object] | str | None = None,
@@ -413,6 +415,7 @@ class Reader:
             direct=direct,
             concurrency=concurrency,
             queued=self._queue is not None,
+            config=self.config,
         )
         self.enable_auto_touch(auto_touch, auto_touch_max)
         if self._state is ReaderState.RUNNING and not direct:
@@ -497,6 +500,11 @@ class Reader:
         """:meth:`graceful_close` for the blocking facade, which already waited ``waited``
         seconds for its threads (so the close's log says the whole wait)."""
         await self._life.graceful_close(timeout, None, holders, waited)
+
+    def _stop_delivering(self) -> None:
+        """The graceful close's first step, taken early by the blocking facade when it is told
+        to stop: RDY 0, and REQ at once what no thread has started. Loop thread."""
+        self._life.stop_delivering()
 
     def close(self) -> Awaitable[None]:
         """Close at once: best-effort REQ of everything unanswered, then drop the connections.

@@ -47,7 +47,7 @@ from ..addresses import (
     format_address,
     parse_address,
 )
-from ..config import Config
+from ..config import Config, lists_options
 from ..errors import (
     ClosedError,
     NoConnectionsError,
@@ -127,6 +127,7 @@ class ThreadSeam(NamedTuple):
     unreachable: Callable[[], NoConnectionsError | None]
 
 
+@lists_options
 class Writer:
     """Publish to nsqd. Options are :class:`~nsqclient.config.Config` fields."""
 

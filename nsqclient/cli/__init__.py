@@ -1,9 +1,11 @@
 """The ``nsqclient`` command (also ``python -m nsqclient``): NSQ's everyday tools on our own
 Reader, Writer and HTTP helpers.
 
-``tail``, ``pub``, ``stat``, ``topics``, ``channels``, ``topic ACTION``, ``channel ACTION``, and
-``bench`` (the benchmark, :mod:`nsqclient.benchmark`) and ``nsqd`` (the embedded test server,
-:mod:`nsqclient.testing`), whose own parsers take their arguments unchanged. One module per
+``tail``, ``pub``, ``stat``, ``topics``, ``channels``, ``topic ACTION``, ``channel ACTION``,
+``worker`` (supervised consumer processes, :mod:`nsqclient.worker`: it sets up its own logging
+and has exit codes of its own, see :mod:`.worker`), and ``bench`` (the benchmark,
+:mod:`nsqclient.benchmark`) and ``nsqd`` (the embedded test server, :mod:`nsqclient.testing`),
+whose own parsers take their arguments unchanged. One module per
 command; :mod:`._common` holds the shared flags and exit codes. This is an application entry
 point, so unlike the library it installs a log handler (stderr, WARNING; ``--verbose``: INFO).
 
@@ -30,6 +32,7 @@ examples:
   nsqclient pub --topic events --body hello
   nsqclient tail --topic events -n 1
   nsqclient stat --count 1
+  nsqclient worker tasks:handle --topic events --channel billing
 
 Each command's --help shows more. Addresses default to $NSQD_TCP_ADDRESSES,
 $NSQD_HTTP_ADDRESSES and $NSQLOOKUPD_HTTP_ADDRESSES, else nsqd on 127.0.0.1.
@@ -40,7 +43,7 @@ _PASSTHROUGH = ("bench", "nsqd")  # their own parsers take every argument after 
 
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
-    from . import admin, pub, stat, tail
+    from . import admin, pub, stat, tail, worker
 
     parser = argparse.ArgumentParser(
         prog="nsqclient",
@@ -58,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     pub.add_parser(sub, parent)
     stat.add_parser(sub, parent)
     admin.add_parsers(sub, parent)
+    worker.add_parser(sub, parent)
     sub.add_parser(
         "bench",
         help="run the benchmark (`nsqclient bench --help`)",
@@ -137,7 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return _common.EXIT_USAGE
-    _setup_logging(args.debug, args.verbose)
+    if not getattr(args, "own_logging", False):
+        _setup_logging(args.debug, args.verbose)
     return _run(args.command, args.debug, lambda: int(args.run(args)))
 
 

@@ -5,12 +5,18 @@ one way to start (``Reader(topic, channel, ...)`` then ``start()`` or ``async wi
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from ..aio.reader import Reader, ReaderState
+from ..aio.delivery import Handler
+from ..aio.options import validate_client_options
+from ..aio.reader import GiveUpHook, Reader, ReaderState
 from ..aio.writer import Writer
+from ..config import Config
 from ..errors import NSQError
 from ..protocol.names import validate_channel, validate_topic
+
+if TYPE_CHECKING:
+    from ..options import ConfigOptions
 
 __all__ = ["AsyncnsqReader", "create_reader", "create_writer"]
 
@@ -20,7 +26,30 @@ _ASYNCNSQ_IGNORED = ("loop", "queue", "consumer", "log_level")
 
 class AsyncnsqReader(Reader):
     """A :class:`~nsqclient.aio.Reader` with asyncnsq's names: made by :func:`create_reader`,
-    it may wait for :meth:`subscribe` to learn its topic and channel."""
+    it may wait for :meth:`subscribe` to learn its topic and channel (so, unlike the core
+    Reader's, its ``topic`` and ``channel`` may be left out)."""
+
+    def __init__(
+        self,
+        topic: str | None = None,
+        channel: str | None = None,
+        *,
+        nsqd_tcp_addresses: Iterable[object] | str | None = None,
+        lookupd_http_addresses: Iterable[object] | str | None = None,
+        message_handler: Handler | None = None,
+        on_giving_up: GiveUpHook | None = None,
+        config: Config | None = None,
+        **options: Unpack[ConfigOptions],
+    ) -> None:
+        checked = validate_client_options(
+            Config.from_options(config, **options),
+            nsqd_tcp_addresses=nsqd_tcp_addresses,
+            lookupd_http_addresses=lookupd_http_addresses,
+            topic=topic,
+            channel=channel,
+            consumer=True,
+        )
+        self._init(checked, topic, channel, message_handler, on_giving_up, None)
 
     async def subscribe(self, topic: str, channel: str) -> None:
         """Choose the topic/channel (asyncnsq style) and start consuming."""

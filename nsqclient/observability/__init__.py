@@ -8,6 +8,8 @@ Turn it on once, before creating clients::
 
 Every Reader, Writer, SyncReader and SyncWriter created afterwards emits the messaging semantic
 conventions' spans and metrics plus NSQ's own (``nsq.*``); see docs/guides/opentelemetry.md.
+:func:`set_attributes` adds attributes to everything emitted (``nsq.worker.process`` in each of
+``nsqclient worker``'s children, so their series stay apart).
 Only ``opentelemetry-api`` is needed (``pip install nsqclient[otel]``); the application brings
 the SDK and exporters. Nothing here imports OpenTelemetry until :func:`instrument` or the
 envelope helpers are used, and clients created without it run exactly the code they always did.
@@ -18,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import observer
+from ._attributes import set_attributes
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -26,7 +29,14 @@ if TYPE_CHECKING:
 
     from ._instrumentation import Instrumentation
 
-__all__ = ["instrument", "is_instrumented", "uninstrument", "unwrap_body", "wrap_body"]
+__all__ = [
+    "instrument",
+    "is_instrumented",
+    "set_attributes",
+    "uninstrument",
+    "unwrap_body",
+    "wrap_body",
+]
 
 
 def instrument(

@@ -35,6 +35,7 @@ from ._instrumentation import (
     guarded,
     key_of,
     server_attributes,
+    system_attributes,
 )
 
 __all__ = ["PublishObserver", "ReaderObserver", "attach", "observe"]
@@ -127,12 +128,10 @@ class _Labels:
     __slots__ = ("attrs", "key", "span_name", "verb")
 
     def __init__(self, verb: str, topic: str, server: dict[str, Any] | None) -> None:
-        attrs: dict[str, Any] = {
-            "messaging.system": "nsq",
-            "messaging.operation.type": "send",
-            "messaging.operation.name": verb,
-            "messaging.destination.name": topic,
-        }
+        attrs = system_attributes()
+        attrs["messaging.operation.type"] = "send"
+        attrs["messaging.operation.name"] = verb
+        attrs["messaging.destination.name"] = topic
         if server:
             attrs.update(server)
         self.attrs = attrs

@@ -29,8 +29,16 @@ from opentelemetry.trace import Tracer
 
 from .. import __version__, observer
 from ..addresses import format_address
+from ._attributes import EXTRA
 
-__all__ = ["SEMCONV_VERSION", "Instrumentation", "Tally", "guarded", "key_of"]
+__all__ = [
+    "SEMCONV_VERSION",
+    "Instrumentation",
+    "Tally",
+    "guarded",
+    "key_of",
+    "system_attributes",
+]
 
 log = logging.getLogger("nsqclient.observability")
 
@@ -381,7 +389,7 @@ class Instrumentation:
             for writer in list(self._writers):
                 stats = self._stats(writer)
                 if stats is not None:
-                    yield {"messaging.system": "nsq"}, float(stats[key])
+                    yield system_attributes(), float(stats[key])
 
         return points
 
@@ -406,7 +414,8 @@ class Instrumentation:
                     for addr in nodes.addresses:
                         counts.setdefault(format_address(*addr), 0)
                     for address, count in counts.items():
-                        attrs: dict[str, Any] = {"messaging.system": "nsq", "nsq.client.role": role}
+                        attrs = system_attributes()
+                        attrs["nsq.client.role"] = role
                         attrs.update(server_attributes(address))
                         yield attrs, float(count)
 
@@ -424,13 +433,13 @@ class Instrumentation:
         for sync_writer in list(self._sync_writers):
             queue = getattr(sync_writer, "_queue", None)
             if queue is not None:
-                yield {"messaging.system": "nsq"}, float(len(queue))
+                yield system_attributes(), float(len(queue))
 
     def _wait_points(self) -> Iterator[tuple[dict[str, Any], float]]:
         for sync_writer in list(self._sync_writers):
             queue = getattr(sync_writer, "_queue", None)
             if queue is not None:
-                yield {"messaging.system": "nsq"}, float(queue.full_waits)
+                yield system_attributes(), float(queue.full_waits)
 
 
 Key = tuple[tuple[str, Any], ...]
@@ -460,12 +469,20 @@ def key_of(attrs: dict[str, Any]) -> Key:
     return tuple(sorted(attrs.items()))
 
 
+def system_attributes() -> dict[str, Any]:
+    """``messaging.system`` and what :func:`~nsqclient.observability.set_attributes` added (a
+    new dict: the caller may add to it)."""
+    attrs: dict[str, Any] = {"messaging.system": "nsq"}
+    if EXTRA:
+        attrs.update(EXTRA)
+    return attrs
+
+
 def consumer_attributes(topic: str, channel: str) -> dict[str, Any]:
-    return {
-        "messaging.system": "nsq",
-        "messaging.destination.name": topic,
-        "messaging.consumer.group.name": channel,
-    }
+    attrs = system_attributes()
+    attrs["messaging.destination.name"] = topic
+    attrs["messaging.consumer.group.name"] = channel
+    return attrs
 
 
 def server_attributes(address: str) -> dict[str, Any]:

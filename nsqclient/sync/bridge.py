@@ -165,6 +165,8 @@ class ThreadSink:
         # counted per batch under a lock, since ``+=`` from two threads could lose updates
         self._queued = 0
         self._count_lock = threading.Lock()
+        #: the facade's thread-side buffers (see :meth:`buffer`): made once, on setup
+        self._buffers: list[collections.deque[Message]] = []
 
     def __len__(self) -> int:
         return self._queued
@@ -206,16 +208,35 @@ class ThreadSink:
         """On the loop: apply every response threads have queued so far (graceful close)."""
         self._batcher._drain()
 
+    def buffer(self) -> collections.deque[Message]:
+        """A new deque for batches threads take from this sink and have not handed out yet
+        (iteration's, ``run()``'s work queue). :meth:`take_undelivered` empties these too, so a
+        reader told to stop hands back at once what no thread has started. Threads and the loop
+        pop from it concurrently: a deque's appends and pops are thread-safe, and each message
+        goes to exactly one of them."""
+        buffer: collections.deque[Message] = collections.deque()
+        self._buffers.append(buffer)
+        return buffer
+
     def take_undelivered(self) -> list[Message]:
+        """On the loop: remove what no thread has started (queued here, or taken into a
+        :meth:`buffer` and not handed out)."""
         taken: list[Message] = []
         get = self._queue.async_q.get_nowait
         while True:
             try:
                 taken.extend(get())
             except (janus.AsyncQueueEmpty, janus.AsyncQueueShutDown):
-                with self._count_lock:
-                    self._queued -= len(taken)
-                return taken
+                break
+        with self._count_lock:
+            self._queued -= len(taken)
+        for buffer in self._buffers:
+            while True:
+                try:
+                    taken.append(buffer.popleft())
+                except IndexError:
+                    break
+        return taken
 
     def close(self) -> None:
         if not self._closed:

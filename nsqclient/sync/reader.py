@@ -6,7 +6,10 @@ per batch. ``msg.fin()``/``req()``/``touch()`` work from any thread without bloc
 ``with`` block (normally, by ``break``, by an exception or by Ctrl-C) drains like
 ``graceful_close``: nothing delivered is left to nsqd's timeout. ``run()`` in the main thread
 treats SIGTERM (what ``docker stop``, systemd and Kubernetes send) like Ctrl-C, and
-``stop_on_signals()`` does the same for a ``for msg in reader`` loop.
+``stop_on_signals()`` does the same for a ``for msg in reader`` loop. A stop (signal or
+``stop()``) hands back at once what no thread has started, by the core Reader's own first close
+step (RDY 0, REQ what its sink holds): the batches threads took and have not handed out sit in
+the sink's buffers, so the core finds them there.
 
 (A little over 500 lines: iteration, ``run()``'s worker threads and the drain on close share the
 batch cursor and the stop flag, and splitting them would put those behind another indirection on
@@ -27,7 +30,7 @@ from ..aio.connection import ConnectionState
 from ..aio.delivery import HandlerRunner
 from ..aio.options import validate_client_options
 from ..aio.signals import DEFAULT_STOP_SIGNALS, StopSignals, signal_name
-from ..config import Config
+from ..config import Config, lists_options
 from ..errors import ClosedError, ConfigError, NSQError, NSQTimeoutError
 from ..message import Message
 from ..observer import observer_for
@@ -55,6 +58,7 @@ _SETUP_TIMEOUT = 10.0
 _CONTROL_TIMEOUT = 10.0
 
 
+@lists_options
 class SyncReader(FacadeLifecycle):
     """Consume a topic/channel from blocking code. Options are Config fields.
 
@@ -105,6 +109,9 @@ class SyncReader(FacadeLifecycle):
     def _bind(self, loop_thread: LoopThread) -> None:
         self._reader, self._sink = loop_thread.call(self._setup(loop_thread), _SETUP_TIMEOUT)
         self._start_lock = threading.Lock()
+        # the thread-side buffers belong to the sink: the core's stop takes what they hold
+        self._local = self._sink.buffer()
+        self._work_queue = self._sink.buffer()
 
     def _forget_parent(self) -> None:
         self._local.clear()  # the parent's deliveries, which the parent answers
@@ -146,7 +153,7 @@ class SyncReader(FacadeLifecycle):
 
     def _on_claimed(self) -> None:
         self._stopping_flag = True
-        self._stopping.set()
+        self._stopping.set()  # the close that follows hands back what no thread started
         if self._generation == -1:  # never used: no core Reader, nothing to close
             self._restore_signals()
 
@@ -171,9 +178,10 @@ class SyncReader(FacadeLifecycle):
             self._hand_back_local()
             workers = self._live_workers()
             if workers:
-                # RDY 0 first, then let run()'s handlers finish and their threads end, so that
-                # every answer they give reaches the loop before the connections close
-                self._portal.call(_call(self._reader.set_max_in_flight, 0), _CONTROL_TIMEOUT)
+                # RDY 0 and REQ what no handler started (the core's first step of the close),
+                # then let run()'s handlers finish and their threads end, so that every answer
+                # they give reaches the loop before the connections close
+                self._portal.call(_call(self._reader._stop_delivering), _CONTROL_TIMEOUT)
                 for thread in workers:
                     thread.join(max(0.0, deadline - time.monotonic()))
                 stuck = self._live_workers()
@@ -223,14 +231,7 @@ class SyncReader(FacadeLifecycle):
         await self._reader.close()
 
     def _hand_back_local(self) -> None:
-        local = self._local
-        while True:
-            try:
-                msg = local.popleft()
-            except IndexError:
-                return
-            if not msg.has_responded:
-                msg.req(0, backoff=False)
+        _hand_back(self._local)
 
     def _live_workers(self) -> list[threading.Thread]:
         return [t for t in self._workers if t.is_alive()]
@@ -310,7 +311,8 @@ class SyncReader(FacadeLifecycle):
             except ClosedError:
                 return None
             local.extend(batch)
-            if self._stopping_flag:  # stopped while waiting: the close hands the batch back
+            if self._stopping_flag:  # stopped while this batch came: not started, so back
+                self._hand_back_local()
                 return None
             while True:
                 try:
@@ -350,7 +352,7 @@ class SyncReader(FacadeLifecycle):
         """
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ConfigError(f"threads must be an int >= 1 (worker threads), got {threads!r}")
-        runner = HandlerRunner(handler)
+        runner = HandlerRunner(handler, config=self.config)
         if runner.is_async:
             raise ConfigError(
                 "SyncReader.run needs a plain function (it runs on worker threads); for a "
@@ -359,7 +361,7 @@ class SyncReader(FacadeLifecycle):
         self._check()
         obs = self._reader._obs  # the core's observer: run()'s handler calls are its handler style
         if obs is not None:
-            runner = HandlerRunner(obs.wrap_handler(handler, False))
+            runner = HandlerRunner(obs.wrap_handler(handler, False), config=self.config)
             obs.handler_mode(True)
         self._portal.check_not_in_loop("SyncReader.run")
         if self._live_workers():
@@ -386,7 +388,6 @@ class SyncReader(FacadeLifecycle):
                 )
                 for i in range(threads)
             ]
-            self._work_queue = collections.deque()
             for thread in self._workers:
                 thread.start()
             while not self._stopping.wait(
@@ -456,25 +457,34 @@ class SyncReader(FacadeLifecycle):
                     self._portal.call(runner.finish(msg, pending))
             except Exception:
                 log.exception("message handler machinery failed")
-        # stopping: the last worker out hands back what no worker started
-        while True:
-            try:
-                msg = shared.popleft()
-            except IndexError:
-                return
-            if not msg.has_responded:
-                msg.req(0, backoff=False)
+        # stopping: the stop took what was queued; a batch taken since goes back from here
+        _hand_back(shared)
 
     def stop(self) -> None:
         """Ask ``run()`` (and iteration) to return; ``run()`` then closes gracefully.
-        Safe from any thread, including handlers."""
+
+        At once, what was delivered and no handler or iteration has started goes back to nsqd
+        (RDY 0, REQ with no delay); messages being handled are answered as usual. Safe from any
+        thread, including handlers."""
         self._stopping_flag = True
         self._stopping.set()
+        self._stop_delivering_soon()
+
+    def _stop_delivering_soon(self) -> None:
+        """Have the core Reader stop delivering and hand back what no thread started (RDY 0,
+        REQ): asked of the loop thread, not waited for."""
+        if self._generation != portal.fork_generation or self._closed:
+            return  # never used here (nothing delivered), or a close already does it
+        try:
+            self._portal.call_soon(self._reader._stop_delivering)
+        except (RuntimeError, ClosedError):  # the loop is gone: so are the deliveries
+            pass
 
     def stop_on_signals(self, *signals: int) -> None:
-        """Stop on SIGTERM (or the ``signals`` given) as :meth:`stop` does: a
-        ``for msg in reader`` loop ends after the message in hand, and leaving the ``with``
-        block closes gracefully (nothing left in flight at nsqd). ``run()`` does this by itself.
+        """Stop on SIGTERM (or the ``signals`` given) as :meth:`stop` does: what was prefetched
+        and not handed out goes back to nsqd at once, a ``for msg in reader`` loop ends after the
+        message in hand, and leaving the ``with`` block closes gracefully (nothing left in flight
+        at nsqd). ``run()`` does this by itself.
 
         Call it from the main thread (where Python delivers signals); the previous handlers
         are restored when this reader closes.
@@ -494,13 +504,18 @@ class SyncReader(FacadeLifecycle):
         self._stopping_flag = True
         log.info("%s received: stopping %s/%s", signal_name(signum), self.topic, self.channel)
         portal_ = getattr(self, "_portal", None)
-        if portal_ is not None:
+        if portal_ is not None and self._generation == portal.fork_generation:
             try:
-                portal_.loop.call_soon_threadsafe(self._stopping.set)
+                portal_.loop.call_soon_threadsafe(self._stop_on_loop)
                 return
             except (RuntimeError, ClosedError):  # the loop is gone: nothing waits on the Event
                 pass
         self._stopping.set()
+
+    def _stop_on_loop(self) -> None:
+        self._stopping.set()  # first: a thread that takes a batch after the hand-back sees it
+        if not self._closed:
+            self._reader._stop_delivering()
 
     def _restore_signals(self) -> None:
         stop, self._stop_signals = self._stop_signals, None
@@ -559,6 +574,17 @@ class SyncReader(FacadeLifecycle):
 
     def __repr__(self) -> str:
         return f"<SyncReader {self.topic}/{self.channel} {'closed' if self._closed else 'open'}>"
+
+
+def _hand_back(buffer: collections.deque[Message]) -> None:
+    """REQ (no delay, no backoff) every unanswered message left in ``buffer``."""
+    while True:
+        try:
+            msg = buffer.popleft()
+        except IndexError:
+            return
+        if not msg.has_responded:
+            msg.req(0, backoff=False)
 
 
 def _in_main_thread() -> bool:

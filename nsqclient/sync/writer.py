@@ -21,7 +21,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Unpack, overload
 
 from ..aio.options import validate_client_options
-from ..config import Config
+from ..config import Config, lists_options
 from ..errors import ClosedError, NotSentTimeoutError
 from ..observer import Observer, observer_for
 from ..protocol import commands
@@ -48,6 +48,7 @@ _GRACE = 2.0  # seconds a thread waits beyond the publish timeout before giving 
 _SETUP_TIMEOUT = 10.0
 
 
+@lists_options
 class SyncWriter(FacadeLifecycle):
     """Publish to nsqd from blocking code. Thread-safe; share one per process.
 

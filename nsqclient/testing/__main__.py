@@ -12,7 +12,10 @@
 Every form takes nsqd's (or nsqlookupd's) own flags as Go parses them (``-flag``, ``--flag``,
 ``-flag=value``, ``-flag value``); flags without meaning in memory (``--data-path``,
 ``--statsd-*``, ...) are accepted and ignored, ``--verbose`` says which and copies the daemons'
-log lines to stderr. ``nsqd`` and ``nsqlookupd`` use the daemons' defaults (``0.0.0.0:4150``, ...);
+log lines to stderr. The server keeps messages in memory only: a persistence flag
+(``--data-path``, ``--sync-every``, ...) makes it say at start-up, on stderr (a ``note:`` line,
+or a WARNING in nsqd's log format where the daemons' log is shown), that nothing survives a
+stop. ``nsqd`` and ``nsqlookupd`` use the daemons' defaults (``0.0.0.0:4150``, ...);
 the plain form listens on 127.0.0.1 and adds ``--lookupd``, ``--nsqd-count``, ``--env-file``,
 ``--lookupd-tcp-listen`` and ``--lookupd-http-listen``. Prints the listening addresses, then
 serves until SIGTERM or Ctrl-C, when it closes every connection and exits 0.
@@ -27,6 +30,7 @@ import asyncio
 import dataclasses
 import gc
 import hashlib
+import os
 import shlex
 import signal
 import socket
@@ -42,6 +46,9 @@ from .embedded.goflags import NSQD_FLAGS, NSQLOOKUPD_FLAGS, Flag, FlagError, Par
 from .embedded.logs import log_line
 from .embedded.nsqd import VERSION
 from .embedded.options import split_address
+
+#: nsqd's flags about its disk queue: accepted, but the embedded server keeps messages in memory
+PERSISTENCE_FLAGS = frozenset({"data-path", "max-bytes-per-file", "sync-every", "sync-timeout"})
 
 _OWN_FLAGS: Mapping[str, Flag] = {
     "lookupd": Flag(boolean=True, kind="bool"),
@@ -171,12 +178,29 @@ def _write_env(
     tmp.replace(target)  # atomic: a reader sees all of it or nothing
 
 
+def memory_only_notice(ignored: Sequence[str]) -> str | None:
+    """The start-up notice when a persistence flag was given (None when none was): one who
+    asks for a data path expects messages to survive a restart, and here they do not."""
+    given = [f"-{name}" for name in dict.fromkeys(ignored) if name in PERSISTENCE_FLAGS]
+    if not given:
+        return None
+    return (
+        f"{', '.join(given)} ignored: the embedded server keeps messages in memory only, "
+        "so every message it holds is lost when it stops or restarts. For a queue that must "
+        "survive a restart, run real nsqd (test_service/build_nsq.sh builds it)."
+    )
+
+
 async def serve(config: Config) -> None:
     if config.nsqd_count < 1:
         raise ValueError("--nsqd-count must be at least 1")
+    notice = memory_only_notice(config.flags.ignored)
+    if notice is not None and not config.echo:  # the plain form: its own line on stderr
+        _echo(f"note: {notice}")
     if config.debug:
         for name in config.flags.ignored:
-            _echo(f"note: -{name} has no effect on the embedded server (ignored)")
+            if name not in PERSISTENCE_FLAGS:  # said above, always
+                _echo(f"note: -{name} has no effect on the embedded server (ignored)")
         if config.flags.rest:
             _echo(f"note: arguments after the flags ignored: {' '.join(config.flags.rest)}")
     stop = asyncio.Event()
@@ -208,6 +232,8 @@ async def serve(config: Config) -> None:
                 nsqd.log.echo = _echo
             if lookupd is None:
                 _warn_unknown(config, nsqd)
+            if notice is not None and config.echo and index == 0:  # as nsqd logs: on stderr
+                nsqd.log("WARN", notice)
             nsqds.append(nsqd)
             await nsqd.start()
             print(f"nsqd TCP  {nsqd.tcp_address}", flush=True)
@@ -323,6 +349,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None, *, debug: b
     tune_gc()
     try:
         asyncio.run(serve(config))
+    except BrokenPipeError:
+        raise  # the reader of our output left: ``_entry`` (or the nsqclient CLI) ends quietly
     except (OSError, ValueError) as exc:
         if debug:
             traceback.print_exception(exc, file=sys.stderr)
@@ -331,5 +359,17 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None, *, debug: b
     return 0
 
 
+def _entry() -> int:
+    """``python -m nsqclient.testing``: :func:`main`, and a reader of the output that left
+    (``--help | head``) ends it quietly, as the ``nsqclient`` command does (exit 0)."""
+    try:
+        code = main()
+        sys.stdout.flush()  # here, not at exit, where a closed pipe prints a traceback
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_entry())

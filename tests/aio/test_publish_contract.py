@@ -147,3 +147,17 @@ async def test_no_connection_is_never_sent() -> None:
             await asyncio.wait_for(writer.pub(unique(), b"x", timeout=0.2), DEADLINE)
         assert info.value.sent is False
         assert writer.stats()["failed"] == 1
+
+
+async def test_a_publish_to_an_nsqd_that_went_down_raises_a_connection_error(
+    nsqd: NsqdProcess,
+) -> None:
+    """Issue 51: ``except ConnectionError`` around a publish (a web view's 503) must catch
+    "nsqd is down", which is NoConnectionsError once the Writer has no connection left."""
+    async with Writer([nsqd.tcp_address], reconnect_delay=50) as writer:
+        await writer.pub(unique(), b"while up")
+        nsqd.stop()
+        await wait_for(lambda: writer.stats()["nsqd_down"], what="the Writer to see nsqd down")
+        with pytest.raises(ConnectionError) as info:
+            await asyncio.wait_for(writer.pub(unique(), b"x", timeout=0.2), DEADLINE)
+        assert isinstance(info.value, NoConnectionsError) and info.value.sent is False

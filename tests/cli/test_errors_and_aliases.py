@@ -30,6 +30,12 @@ pytestmark = pytest.mark.timeout(60)
         pytest.param(["tail", "--topic", "t", "--opt", "no_such_option=1"], id="unknown-opt"),
         pytest.param(["tail", "--topic", "t", "--snappy", "--deflate"], id="snappy-deflate"),
         pytest.param(["stat", "--interval", "-1"], id="negative-interval"),
+        pytest.param(["worker", "tasks:handle", "--topic", "t"], id="worker-without-channel"),
+        pytest.param(["worker", "no_colon", "--topic", "t", "--channel", "c"], id="worker-target"),
+        pytest.param(
+            ["worker", "json:dumps", "--topic", "t", "--channel", "c", "--concurrency", "2"],
+            id="worker-concurrency-for-plain",
+        ),
         pytest.param(["topic", "explode", "t"], id="unknown-action"),
         pytest.param(["no-such-command"], id="unknown-command"),
         pytest.param([], id="no-command"),
@@ -76,7 +82,8 @@ def test_debug_adds_the_traceback(where: str) -> None:
 
 
 def test_every_subcommand_help_shows_an_example() -> None:
-    for command in ("tail", "pub", "stat", "topics", "channels", "topic", "channel", "nsqd"):
+    for command in ("tail", "pub", "stat", "topics", "channels", "topic", "channel", "nsqd",
+                    "worker"):  # fmt: skip
         result = cli(command, "--help")
         assert result.returncode == 0, (command, result.stderr)
         assert b"example" in result.stdout and b"nsqclient " + command.encode() in result.stdout

@@ -3,7 +3,7 @@
 The reference is rendered by mkdocstrings from griffe's static reading of the source
 (mkdocs.yml, ``show_if_no_docstring: false``), so a public member without a docstring silently
 vanishes from it; so does one whose docstring is only assigned at run time. This walks what the
-reference documents, read the same way: the ``__all__`` of the four public modules and, for
+reference documents, read the same way: the ``__all__`` of the public modules and, for
 each class, the public methods and properties its nsqclient classes define (inherited from
 nsqclient bases included; dunders and the names mkdocs.yml filters out are not documented).
 """
@@ -25,6 +25,7 @@ PUBLIC_MODULES = (
     "nsqclient.http",
     "nsqclient.compat",
     "nsqclient.testing",
+    "nsqclient.worker",
 )
 
 # the names mkdocs.yml's `filters` hide from the reference: private ones (which include the

@@ -10,9 +10,12 @@ Each ```` ```python ```` block of the pages below is one test. Conventions for w
   ``create_writer`` style) is rewritten too.
 * A block must finish by itself (consume what it published, then ``break``), in seconds, and
   every wait in it has a timeout (``asyncio.timeout(10)`` around an ``async for``,
-  ``reader.get(timeout=10)`` rather than ``for msg in reader``). Top-level ``await`` is allowed
-  (the block then runs in ``asyncio.run``); ``__name__`` is ``"__main__"``. Here every topic is
-  deleted after each block, so each block runs as on a fresh nsqd.
+  ``reader.get(timeout=10)`` rather than ``for msg in reader``). A block runs as the file a
+  reader pastes it into would: written to a ``.py`` file and run as ``__main__``
+  (``runpy.run_path``), so a top-level ``await`` or ``async with`` is the SyntaxError it is
+  there (wrap it in ``async def main()`` and ``asyncio.run(main())``). Every block of every
+  page, skipped ones and the pages not run yet included, must at least compile as a file. Here
+  every topic is deleted after each block, so each block runs as on a fresh nsqd.
 * A block that consumes uses a topic of its own, named by no other block: readers run the
   examples in any order against one nsqd, where a channel gets only what is published after it
   exists. ``test_examples_in_sequence.py`` checks that, and runs every block in reading order
@@ -27,12 +30,11 @@ Each ```` ```python ```` block of the pages below is one test. Conventions for w
 
 from __future__ import annotations
 
-import ast
-import asyncio
 import contextlib
-import inspect
 import logging
 import re
+import runpy
+import tempfile
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -86,9 +88,9 @@ def pages() -> list[Path]:
     return [p for p in found if p.relative_to(ROOT).as_posix() not in UNCHECKED]
 
 
-def examples() -> list[Example]:
+def examples(paths: list[Path] | None = None) -> list[Example]:
     out: list[Example] = []
-    for path in pages():
+    for path in pages() if paths is None else paths:
         text = path.read_text()
         page = path.relative_to(ROOT).as_posix()
         previous: Example | None = None
@@ -105,6 +107,8 @@ def examples() -> list[Example]:
 
 
 EXAMPLES = examples()
+#: every block of every page, the UNCHECKED pages' too (they must compile as files)
+ALL_BLOCKS = examples([ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))])
 
 
 def test_the_pages_have_examples() -> None:
@@ -117,15 +121,14 @@ def test_skips_are_explained_and_rare() -> None:
     assert len(skips) <= MAX_SKIPS, [e.id for e in skips]
 
 
-_PARSE_ONLY = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-
-
-def test_every_block_parses() -> None:
-    """Skipped fragments too: they are still code a reader copies."""
+def test_every_block_compiles_as_a_file() -> None:
+    """Skipped fragments and the pages not run yet too: they are still code a reader pastes
+    into a file. Compiled (not only parsed: ``async with`` outside a coroutine is the
+    compiler's error), without the top-level await a REPL allows."""
     bad = []
-    for example in EXAMPLES:
+    for example in ALL_BLOCKS:
         try:
-            compile(example.source, example.id, "exec", flags=_PARSE_ONLY)
+            compile(example.source, example.id, "exec", dont_inherit=True)
         except SyntaxError as exc:
             bad.append(f"{example.id}: {exc}")
     assert not bad
@@ -201,13 +204,24 @@ def _site(sites: dict[str, Site], backend: str) -> Site:
 
 
 def run_source(source: str, name: str) -> dict[str, Any]:
-    code = compile(source, name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    if code.co_flags & inspect.CO_COROUTINE:
-        asyncio.run(eval(code, namespace))
-    else:
-        exec(code, namespace)
-    return namespace
+    """Run ``source`` as the file a reader pastes it into: a ``.py`` file run as ``__main__``
+    (a SyntaxError for a top-level ``await``, as there). Returns its globals."""
+    stem = re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_")
+    with tempfile.TemporaryDirectory(prefix="nsqclient-docs-") as folder:
+        path = Path(folder) / f"{stem}.py"
+        path.write_text(source, encoding="utf-8")
+        return runpy.run_path(str(path), run_name="__main__")
+
+
+def test_a_block_runs_as_the_file_it_is_pasted_into() -> None:
+    """Issue 51: a block with ``async with`` at top level passed here (run with the REPL's
+    top-level await) and was a SyntaxError in the reader's file."""
+    with pytest.raises(SyntaxError, match="'async with' outside async function"):
+        run_source("import asyncio\n\nasync with asyncio.timeout(1):\n    pass\n", "page.md:1")
+    with pytest.raises(SyntaxError, match="'await' outside function"):
+        run_source("import asyncio\n\nawait asyncio.sleep(0)\n", "page.md:1")
+    ran = run_source("name, file = __name__, __file__\n", "page.md:2")
+    assert ran["name"] == "__main__" and ran["file"].endswith("page_md_2.py")
 
 
 @contextlib.contextmanager

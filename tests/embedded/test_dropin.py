@@ -133,7 +133,8 @@ def test_go_nsq_launch_line_through_the_shims(
     assert sorted(asyncio.run(consume())) == [b"one", b"two"]
     code, err = nsqd.stop()
     assert code == 0, err
-    assert "-data-path has no effect" in err  # --verbose: the ignored flag, then daemon logs
+    # the ignored persistence flag, said at start-up in nsqd's log format, then the daemon logs
+    assert "WARNING: -data-path ignored: the embedded server keeps messages in memory only" in err
     assert "TCP: new client" in err
     code, err = lookupd.stop()
     assert code == 0, err

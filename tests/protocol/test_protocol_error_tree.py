@@ -139,6 +139,27 @@ def test_builtin_categories_are_inherited_as_documented() -> None:
     assert not issubclass(errors.ProtocolError, ValueError)
 
 
+def test_one_rule_for_connectivity_errors() -> None:
+    """Issue 51: NoConnectionsError was no ConnectionError while ConnectionClosedError was, so a
+    view catching ConnectionError answered 500 exactly when nsqd was down. Every link failure
+    below TransportError is a ConnectionError, every deadline a TimeoutError; nothing else is."""
+    transport = [
+        cls
+        for name in EXCEPTION_NAMES
+        if issubclass(cls := getattr(errors, name), errors.TransportError)
+        and cls is not errors.TransportError
+    ]
+    assert errors.NoConnectionsError in transport
+    for cls in transport:
+        timeout = issubclass(cls, errors.NSQTimeoutError)
+        assert issubclass(cls, TimeoutError) is timeout, cls
+        assert issubclass(cls, ConnectionError) is not timeout, cls
+    for name in EXCEPTION_NAMES:
+        cls = getattr(errors, name)
+        if issubclass(cls, ConnectionError | TimeoutError):
+            assert issubclass(cls, errors.TransportError), cls
+
+
 def test_top_level_package_exports_the_whole_tree() -> None:
     for name in EXCEPTION_NAMES:
         assert getattr(nsqclient, name) is getattr(errors, name)
