@@ -200,15 +200,21 @@ def _notify(acked: list[Ticket], me: Ticket, later: list[Ticket]) -> None:
 
 
 def leave(door: Door) -> None:
-    """A thread stopped waiting unanswered: if nobody holds the turn and the next reply is
-    waited for by no reading thread any more, reading goes back to the loop."""
+    """A thread stopped waiting unanswered. If nobody holds the turn and the reply at the
+    head is still to be delivered with nobody reading for it (a future whose ``result()``
+    gave up), the loop reads it now. A withdrawn publish's reply only takes its place: the
+    next thread to read, or the loop within :data:`~nsqclient.flow.turns.IDLE`, reads it."""
     shared = door.shared
+    actions = 0
     with door.guard:
         turns = shared.turns
-        if turns.state is not Turn.OPEN:
-            return
-        actions = 0
-        if shared.head_kind(shared.replies.head(), None) is Head.UNWATCHED:
+        head = shared.replies.head()
+        if (
+            turns.state is Turn.OPEN
+            and head is not None
+            and not head[0].done()
+            and shared.head_kind(head, None) is Head.UNWATCHED
+        ):
             actions = turns.unwatched()
     if actions:
         shared.act(actions)
