@@ -50,6 +50,8 @@ FAST: dict[str, Any] = {
 }
 
 
+@pytest.mark.slow
+@pytest.mark.one_backend
 def test_sync_writer_through_an_outage_holds_its_queue_and_gives_it_back(
     nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy
 ) -> None:
