@@ -40,18 +40,18 @@
 # extras only (NSQ_EXTRAS=test: no ruff, mypy, docs or charts to install).
 #
 # CI time, issue 51 (a free-threaded step and a worker feature's tests are to come, within the
-# same 10 minutes). A fresh clone's `CI=true bash .ci/run` on this 2-core machine, shared with
-# other jobs (load average 3.5-4 when it started), before -> after:
-#   whole run 546 s -> 401 s; pytest on 3.11 314 s (3,310 tests) -> 276 s (3,057);
-#   pytest on 3.13 129 s (1,082) -> 66 s (913); the two together 443 s -> 342 s;
-#   bootstrap 34 s for .venv (pip 27 s with a warm pip cache, the Go build 4 s from Go's build
-#   cache: both caches live in the user's home and are reused by every clone), 11 s for
-#   .venv-3.13.
-# With -n 3 and --durations, the 3.11 suite's CPU went from 289 s to 232 s; worker seconds per
-# directory, before: tests/aio 415, tests/sync 254, tests/embedded 181, tests/integration 84,
-# tests/http_clients 74, tests/benchmark 57, tests/cli 50, tests/testing 28, tests/observability
-# 25, tests/docs 22; after: tests/aio 264, tests/sync 162, tests/http_clients 44, tests/
-# observability 16, the others as before (up to 3x slower while other jobs loaded the machine).
+# same 10 minutes). On this 2-core machine, shared with other jobs (load average 2.4-4.8 during
+# each run), fresh clones, the two pytest steps exactly as below, back to back in one session:
+#   before (af291e0): 3.11 297 s (3,310 tests, 1,424 worker seconds), 3.13 140 s (1,082 tests):
+#   437 s together; after: 3.11 199 s (3,057 tests, 977 worker seconds), 3.13 60 s (913 tests):
+#   259 s together. Worker seconds on 3.11 per directory, before -> after: tests/aio 442 -> 269,
+#   tests/sync 275 -> 166, tests/embedded 208 -> 187, tests/integration 91 -> 91,
+#   tests/http_clients 76 -> 43, tests/cli 71 -> 30, tests/testing 66 -> 43, tests/benchmark
+#   55 -> 38, tests/docs 31 -> 31, tests/observability 26 -> 16.
+# The whole `CI=true bash .ci/run` of a fresh clone, earlier that hour with more load (3.5-4 at
+# its start): 546 s before (the lead's run of main) -> 401 s; bootstrap 34 s for .venv (pip 27 s
+# with a warm pip cache, the Go build 4 s from Go's build cache: both caches live in the user's
+# home and are reused by every clone), 11 s for .venv-3.13.
 # What is left is mostly waiting on nsqd itself: a channel created since nsqd started joins its
 # queue scan (timeouts, deferred messages) only at the scan's 5 s refresh, which nsqd has no flag
 # for, so every test of a timeout or a DPUB on a fresh nsqd waits about 5 s; and two 30 s
