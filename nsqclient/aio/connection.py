@@ -68,12 +68,12 @@ from ..protocol.frames import (
     FrameDecoder,
     Response,
 )
-from ..protocol.identify import AuthResponse, IdentifyOptions, IdentifyResponse
-from .handshake import Setup, handshake_error
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..protocol.identify import AuthResponse, IdentifyOptions, IdentifyResponse
     from ..stats import ConnectionStats
+    from .handshake import Setup
 
 _M = TypeVar("_M", bound=Callable[..., Any])
 
@@ -330,6 +330,8 @@ class Connection(asyncio.BufferedProtocol):
                 "timed out" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
             )
             raise ConnectError(f"cannot connect: {reason}", address=self.address) from exc
+        from .handshake import Setup, handshake_error  # with the first connection (import time)
+
         setup = self._setup = Setup(self._decoder, self.address)
         assert self._transport is not None
         try:
