@@ -4,9 +4,11 @@ Table-driven: the nsqd clients (async and blocking: ping, stats, pub, mpub; the 
 over nsqclient's own keep-alive wire, the others over httpx) and the lookupd clients (ping,
 lookup, nodes: what a Reader's discovery asks) against each fault of
 ``tests/deadline_support.py`` through a FaultProxy in front of the daemon's HTTP port, on real
-daemons and the embedded ones. The stated margin (``deadline_support.bound``): ``timeout +
-0.5 s + 20%``. ``timeout`` is the whole request (connect, send, every read), not each read: a
-server trickling a byte at a time must not stretch it.
+daemons (``one_backend``: the deadline is the client's, the daemon behind the proxy only
+stands by; ``--nsq-backend=embedded`` runs them on the embedded ones). The stated margin
+(``deadline_support.bound``): ``timeout + 0.5 s + 20%``. ``timeout`` is the whole request
+(connect, send, every read), not each read: a server trickling a byte at a time must not
+stretch it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from nsqclient.testing import FaultProxy
 from tests.deadline_support import FAULT_IDS, FAULTS, Clock, Fault, check_bound, during_call
 from tests.support import unique
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.one_backend]  # the client's deadlines
 
 T = 0.5  # every client's timeout here
 
