@@ -35,7 +35,8 @@ import os
 import select
 import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol, cast
+from contextlib import AbstractContextManager
+from typing import Any, Final, Protocol, cast
 
 from ..errors import ConnectionClosedError, ProtocolError
 from ..flow import turns as _turns
@@ -45,9 +46,6 @@ from ..protocol.frames import Event, FrameDecoder
 from .replies import Entry, ReplyQueue, SharedWaiter
 from .state import ConnectionState
 from .window import Guard
-
-if TYPE_CHECKING:
-    from .answers import Section
 
 __all__ = ["Shared", "ThreadSide"]
 
@@ -65,7 +63,7 @@ class SharedConnection(Protocol):
     _transport: asyncio.Transport | None
     _loop: asyncio.AbstractEventLoop | None
     _replies: ReplyQueue
-    _section: Section
+    _section: AbstractContextManager[None]  # (the loop's sections: answers.Section)
     _wake_at: float
     _last_read: float
     _decoder: FrameDecoder
