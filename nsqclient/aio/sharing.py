@@ -35,7 +35,6 @@ import os
 import select
 import socket
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Any, Final, Protocol, cast
 
 from ..errors import ConnectionClosedError, ProtocolError
@@ -54,6 +53,14 @@ _CONNECTED: Final = ConnectionState.CONNECTED
 _POLL_IN: Final = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 
 
+class LoopSection(Protocol):
+    """``with conn._section:``: the loop's locked sections of a shared connection."""
+
+    def __enter__(self) -> None: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...
+
+
 class SharedConnection(Protocol):
     """What of its connection the shared half uses (:class:`~.connection.Connection`; a
     protocol, so that this module imports nothing of the connection's)."""
@@ -63,7 +70,7 @@ class SharedConnection(Protocol):
     _transport: asyncio.Transport | None
     _loop: asyncio.AbstractEventLoop | None
     _replies: ReplyQueue
-    _section: AbstractContextManager[None]  # (the loop's sections: answers.Section)
+    _section: LoopSection  # (answers.Section)
     _wake_at: float
     _last_read: float
     _decoder: FrameDecoder
