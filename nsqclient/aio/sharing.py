@@ -70,7 +70,9 @@ class SharedConnection(Protocol):
     _transport: asyncio.Transport | None
     _loop: asyncio.AbstractEventLoop | None
     _replies: ReplyQueue
-    _section: LoopSection  # (answers.Section)
+
+    @property
+    def _section(self) -> LoopSection: ...  # (answers.Section)
     _wake_at: float
     _last_read: float
     _decoder: FrameDecoder
