@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +56,20 @@ async def _run(client: Any, call: Call) -> None:
         await result
 
 
+async def _warm(client: Any, call: Call) -> None:
+    """One call that succeeds before the fault (its kept-alive connection is what the fault
+    then meets): on a loaded machine the first may take longer than T, so it is tried again
+    (the timing under test is the faulted call's, not this one's)."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            await _run(client, call)
+            return
+        except NSQError:
+            if time.monotonic() > deadline:
+                raise
+
+
 async def _close(client: Any) -> None:
     if isinstance(client, NsqdHTTPClient | LookupdHTTPClient):
         await client.aclose()
@@ -65,7 +80,7 @@ async def _close(client: Any) -> None:
 async def _check(client: Any, proxy: FaultProxy, call: Call, fault: Fault, what: str) -> None:
     try:
         if fault.warm:  # a kept-alive connection, through the proxy, before the fault
-            await _run(client, call)
+            await _warm(client, call)
         fault.arm(proxy)
         with during_call(proxy, fault), Clock() as clock, contextlib.suppress(NSQError):
             await _run(client, call)
