@@ -183,7 +183,8 @@ class SyncWriterStats(WriterStats):
     """Count: publishes waiting in the facade's queue to cross to the loop, right now."""
     written_by_threads: int
     """Count: publishes the calling threads wrote to nsqd themselves since start (the fast
-    path, on plain TCP connections); the others crossed to the loop to be written."""
+    path, on every kind of connection: plain TCP, TLS, snappy, deflate); the others crossed to
+    the loop to be written."""
     read_by_threads: int
     """Count: of those, the publishes whose reply a publishing thread read itself since start
     (when it was their turn to read); the loop read the others' and woke their threads."""

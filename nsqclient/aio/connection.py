@@ -6,9 +6,11 @@ until it is done). The connection is an ``asyncio.BufferedProtocol`` feeding
 decoder call and one ``_on_messages`` call to the owner. Its other parts are mixins, each in
 its own module, so that the per-message paths stay one attribute away: the write path
 (:mod:`.writes`: every command of one loop iteration written once), the replies
-(:mod:`.answers`: matched in FIFO order through :mod:`.replies`, error frames, the end), and
-the liveness timer (:mod:`.watchdog`, deciding with :mod:`nsqclient.flow.liveness`). A Writer
-connection of the blocking facade is shared with publishing threads through :mod:`.sharing`.
+(:mod:`.answers`: matched in FIFO order through :mod:`.replies`, error frames, the end), the
+liveness timer (:mod:`.watchdog`, deciding with :mod:`nsqclient.flow.liveness`), and the stream
+layers (:mod:`.layers`: TLS, which the connection runs itself over its raw transport
+(:mod:`.tlswire`), and compression). A Writer connection of the blocking facade, of any kind,
+is shared with publishing threads through :mod:`.sharing`.
 """
 
 from __future__ import annotations
@@ -40,9 +42,11 @@ from ..protocol.frames import (
     FrameDecoder,
 )
 from .answers import ReplyPath, Section
+from .layers import StreamLayers
 from .replies import Pending, ReplyQueue, ReplyWaiter
 from .sharing import Shared
 from .state import ConnectionState
+from .tlswire import TLSWire
 from .watchdog import Watchdog
 from .window import Guard
 from .writes import WritePath
@@ -122,7 +126,7 @@ class ConnectionOwner(Protocol):
         ConnectionClosedError."""
 
 
-class Connection(ReplyPath, WritePath, Watchdog, asyncio.BufferedProtocol):
+class Connection(ReplyPath, WritePath, Watchdog, StreamLayers, asyncio.BufferedProtocol):
     """A connection to one nsqd, used by exactly one Reader or Writer on one event loop.
 
     A buffered protocol: the transport reads into one buffer of ``_READ_SIZE`` bytes owned by
@@ -173,7 +177,9 @@ class Connection(ReplyPath, WritePath, Watchdog, asyncio.BufferedProtocol):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._transport: asyncio.Transport | None = None
         self._decoder = FrameDecoder(self, max_frame_size=config.frame_size_limit)
+        self._tls: TLSWire | None = None
         self._codec: Codec | None = None
+        self._encode: Callable[[bytes], bytes] | None = None  # see StreamLayers
         #: the handshake while it runs: it gets what is read until then (see connect())
         self._setup: Setup | None = None
         self._rview = memoryview(bytearray(_READ_SIZE))  # see get_buffer()
@@ -247,8 +253,7 @@ class Connection(ReplyPath, WritePath, Watchdog, asyncio.BufferedProtocol):
                         server_hostname=self.config.tls_server_hostname or self.host,
                     )
             finally:
-                self._transport = setup.transport or self._transport
-                self._codec = setup.codec
+                self._set_stream(setup.tls, setup.codec)
             self.rtt = setup.rtt
             self.identify_response = setup.identify
             self.auth_response = setup.auth
@@ -309,13 +314,6 @@ class Connection(ReplyPath, WritePath, Watchdog, asyncio.BufferedProtocol):
         if events:
             self._last_read = self._loop.time()  # type: ignore[union-attr]
             self._dispatch(events)
-
-    def decode(self, data: bytes) -> list[Event]:
-        """Frames out of bytes read (by the loop, or by the thread whose turn it is to read:
-        see :mod:`.sharing`); raises ProtocolError for a damaged stream."""
-        if self._codec is not None:
-            data = self._codec.decompress(data)
-        return self._decoder.feed(data)
 
     def _dispatch(self, events: list[Event]) -> None:
         if not events:
@@ -419,17 +417,13 @@ class Connection(ReplyPath, WritePath, Watchdog, asyncio.BufferedProtocol):
         frame still waiting in the socket, so the refused publish (and each one before it)
         would fail as maybe-sent instead of with nsqd's answer. The socket stays open until
         this callback returns, and the kernel hands out received bytes before the reset, so
-        they are read here (a bounded number of non-blocking reads). Not under TLS (its bytes
-        pass through an object the transport owns), nor while a publishing thread may read the
-        socket (it reads the answer itself).
+        they are read here (a bounded number of non-blocking reads), through the stream's layers
+        (TLS too: the connection runs it). Not while a publishing thread may read the socket (it
+        reads the answer itself).
         """
         transport = self._transport
         shared = self._shared
-        if (
-            transport is None
-            or (shared is not None and shared.turns.state is not _LOOP_TURN)
-            or transport.get_extra_info("ssl_object") is not None
-        ):
+        if transport is None or (shared is not None and shared.turns.state is not _LOOP_TURN):
             return False
         sock = transport.get_extra_info("socket")
         fd = -1 if sock is None else sock.fileno()
@@ -542,8 +536,9 @@ class Connection(ReplyPath, WritePath, Watchdog, asyncio.BufferedProtocol):
         the loop's sections take both), and the returned :class:`~.sharing.Shared` is the
         threads' way in.
 
-        Only a plain TCP connection is shared (TLS and compression pass the bytes through
-        objects the loop owns): None otherwise, or once closed.
+        Every kind is shared: plain TCP, TLS and compression (the stream layers, :mod:`.layers`,
+        are used holding the wire; the decompressor by the reader). None once closed, or for a
+        transport without a socket.
         """
         transport = self._transport
         if self._shared is not None:
@@ -551,8 +546,6 @@ class Connection(ReplyPath, WritePath, Watchdog, asyncio.BufferedProtocol):
         if (
             self.state is not _CONNECTED
             or transport is None
-            or self._codec is not None
-            or transport.get_extra_info("ssl_object") is not None
             or transport.get_extra_info("socket") is None
         ):
             return None
@@ -695,6 +688,8 @@ class Connection(ReplyPath, WritePath, Watchdog, asyncio.BufferedProtocol):
             if self._wbuf or self._wrest is not None or self._raw_rest:
                 self._flush_locked(force=True)  # everything queued, even past a pause: the
                 # transport delivers its buffer before closing
+            if self._tls is not None:
+                self._say_goodbye()
             if self.state is not ConnectionState.INIT:
                 self.state = ConnectionState.CLOSING
             self._closing_on_purpose = True

@@ -1,9 +1,11 @@
 """One connection's setup on the wire: driving :mod:`nsqclient.protocol.handshake` over a transport.
 
 The protocol layer decides the steps (IDENTIFY, TLS, compression, AUTH); this module carries them
-out: it writes the steps' bytes, upgrades the transport to TLS, switches the stream to the
-negotiated codec, and waits for nsqd's next frame. It also says what ``connect()`` raises for a
-failure during setup (a wrong port, a refused certificate, a timeout), with the fix in the text.
+out: it writes the steps' bytes, runs the TLS handshake over the raw transport (the connection
+keeps TLS itself, :mod:`.tlswire`), switches the stream to the negotiated codec, and waits for
+nsqd's next frame. Received bytes pass raw -> TLS -> codec -> frames, sent ones frames -> codec
+-> TLS -> raw. It also says what ``connect()`` raises for a failure during setup (a wrong port,
+a refused certificate, a timeout), with the fix in the text.
 
 While :class:`Setup` runs, the :class:`~nsqclient.aio.connection.Connection` hands it every
 chunk it receives (:meth:`Setup.feed`) and its loss (:meth:`Setup.lost`); once it returns, the
@@ -20,6 +22,7 @@ from ..errors import (
     FrameTooLargeError,
     NSQError,
     NSQTimeoutError,
+    ProtocolError,
     TLSError,
     WrongPortError,
 )
@@ -27,6 +30,7 @@ from ..protocol.compression import Codec, DeflateCodec, SnappyCodec
 from ..protocol.frames import HTTP_REPLY_SIZE, Event, FrameDecoder, UntypedErrorReply
 from ..protocol.handshake import EnableCompression, Handshake, HandshakeDone, Send, StartTLS
 from ..protocol.identify import AuthResponse, IdentifyOptions, IdentifyResponse
+from .tlswire import TLSWire
 
 __all__ = ["Setup", "handshake_error", "tls_hint"]
 
@@ -37,12 +41,16 @@ class Setup:
     def __init__(self, decoder: FrameDecoder, address: str) -> None:
         self._decoder = decoder
         self.address = address
-        self._raw: list[bytes] = []  # received, not yet decoded (maybe compressed)
+        self._raw: list[bytes] = []  # received, not yet decoded (maybe encrypted, compressed)
+        #: decrypted bytes still to pass through the codec (read past the last reply before
+        #: compression was switched on)
+        self._clear = b""
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
         self._cause: BaseException | None = None
-        #: the transport in use (TLS replaces it), the negotiated codec, the replies: set by run()
+        #: the transport, the negotiated TLS session and codec, the replies: set by run()
         self.transport: asyncio.Transport | None = None
+        self.tls: TLSWire | None = None
         self.codec: Codec | None = None
         self.identify: IdentifyResponse | None = None
         self.auth: AuthResponse | None = None
@@ -75,7 +83,8 @@ class Setup:
         server_hostname: str,
     ) -> list[Event]:
         """Run the handshake; return the frames already decoded past the last reply (for the
-        read path). :attr:`transport` is the one to use from now on, even after a failure."""
+        read path). :attr:`tls` and :attr:`codec` are the stream's from now on, even after a
+        failure."""
         loop = asyncio.get_running_loop()
         self.transport = transport
         hs = Handshake(options, auth_secret=auth_secret, address=self.address)
@@ -87,43 +96,96 @@ class Setup:
                 self.rtt = loop.time() - sent_at
             for step in hs.receive(event):
                 if isinstance(step, Send):
-                    codec = self.codec
-                    transport.write(codec.compress(step.data) if codec is not None else step.data)
+                    transport.write(self._encode(step.data))
                 elif isinstance(step, StartTLS):
                     if ssl_context is None:
                         raise TLSError("nsqd offered TLS but no SSL context", address=self.address)
-                    new = await loop.start_tls(
-                        transport, protocol, ssl_context, server_hostname=server_hostname
-                    )
-                    if new is None:
-                        raise ConnectError("TLS upgrade failed", address=self.address)
-                    transport = self.transport = new
+                    await self._start_tls(loop, transport, ssl_context, server_hostname)
                 elif isinstance(step, EnableCompression):
                     self.codec = (
                         SnappyCodec() if step.kind == "snappy" else DeflateCodec(step.level)
                     )
                     # bytes already read past the IDENTIFY reply belong to the compressed stream
-                    rest = self._decoder.take_unparsed()
-                    if rest:
-                        self._raw.insert(0, rest)
+                    self._clear = self._decoder.take_unparsed()
                 elif isinstance(step, HandshakeDone):
                     self.identify = step.identify
                     self.auth = step.auth
-        leftover = b"".join(self._raw)
+        return self._decoder.feed(self._pull())
+
+    def _encode(self, data: bytes) -> bytes:
+        codec = self.codec
+        if codec is not None:
+            data = codec.compress(data)
+        tls = self.tls
+        return tls.encrypt(data) if tls is not None else data
+
+    async def _start_tls(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        transport: asyncio.Transport,
+        context: ssl.SSLContext,
+        server_hostname: str,
+    ) -> None:
+        """The TLS handshake over the raw transport; the session is the stream's from now on.
+        Raises ``ssl.SSLError`` as ``loop.start_tls`` would (:func:`handshake_error` says
+        what to do about it)."""
+        tls = TLSWire(context, server_hostname)
+        # bytes read past the IDENTIFY reply belong to the TLS stream (nsqd sends none first)
+        data = self._decoder.take_unparsed() + b"".join(self._raw)
         self._raw.clear()
-        if self.codec is not None and leftover:
-            leftover = self.codec.decompress(leftover)
-        return self._decoder.feed(leftover)
+        while True:
+            try:
+                done = tls.handshake(data)
+            finally:
+                out = tls.outgoing()  # (after a refusal: the alert saying why)
+                if out:
+                    transport.write(out)
+            if done:
+                break
+            data = await self._next_raw(loop, "the TLS handshake")
+        self.tls = tls
+
+    async def _next_raw(self, loop: asyncio.AbstractEventLoop, during: str) -> bytes:
+        while not self._raw:
+            if self._closed:
+                raise ConnectError(
+                    f"nsqd closed the connection during {during}", address=self.address
+                ) from self._cause
+            self._waiter = loop.create_future()
+            await self._waiter
+        data = b"".join(self._raw)
+        self._raw.clear()
+        return data
+
+    def _pull(self) -> bytes:
+        """What was received, as frame bytes: decrypted, then decompressed."""
+        data = b"".join(self._raw)
+        self._raw.clear()
+        tls = self.tls
+        if tls is not None and data:
+            try:
+                data = tls.decrypt(data)
+            except ProtocolError as exc:  # nsqd refused the session (e.g. no or an untrusted
+                cause = exc.__cause__  # client certificate: TLS 1.3 says so after the handshake)
+                raise TLSError(
+                    f"nsqd closed the connection during TLS: {cause}{tls_hint(cause or exc)}",
+                    address=self.address,
+                ) from cause
+            out = tls.outgoing()
+            if out and self.transport is not None:
+                self.transport.write(out)
+        if self._clear:
+            data, self._clear = self._clear + data, b""
+        codec = self.codec
+        if codec is not None and data:
+            data = codec.decompress(data)
+        return data
 
     async def _next_event(self, loop: asyncio.AbstractEventLoop) -> Event:
         """One frame at a time: the bytes after a reply may belong to an upgraded stream."""
         while True:
-            if self._raw:
-                data = b"".join(self._raw)
-                self._raw.clear()
-                if self.codec is not None:
-                    data = self.codec.decompress(data)
-                event = self._decoder.next_event(data)
+            if self._raw or self._clear:
+                event = self._decoder.next_event(self._pull())
             else:
                 event = self._decoder.next_event()
             if event is not None:
@@ -131,7 +193,6 @@ class Setup:
             if self._closed:
                 cause = self._cause
                 if isinstance(cause, ssl.SSLError):
-                    # nsqd refused the TLS session (e.g. no or an untrusted client certificate)
                     raise TLSError(
                         f"nsqd closed the connection during TLS: {cause}{tls_hint(cause)}",
                         address=self.address,

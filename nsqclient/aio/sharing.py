@@ -17,13 +17,20 @@ and, when it is their turn, read the replies, without ever touching the connecti
   guard, then the Writer's window lock (:mod:`nsqclient.aio.window`); never the other way
   round. No section completes a waiter or calls user code: what a section ends (waiters,
   wake-ups) is done after it.
-* **Writing.** A thread holding the guard writes straight to a duplicate of the socket's
+* **Writing.** A thread holding the wire writes straight to a duplicate of the socket's
   descriptor when the loop has nothing unwritten (else behind the loop's bytes, in its next
   flush), so commands reach nsqd in the FIFO's order whoever writes them.
 * **Reading.** Who reads is :mod:`nsqclient.flow.turns`'s decision; this module carries out
   its actions on the loop's side (pausing and resuming the transport's reading, the idle
   check) and gives the thread whose turn it is the socket (:meth:`Shared.read`) and the
   connection's decoder (:meth:`Shared.decode`, which the turn makes its own).
+* **Every kind of connection.** On a compressed or TLS connection the stream layers
+  (:mod:`.layers`) are used in the same order as the bytes: a thread encodes (compresses,
+  encrypts) holding the wire just before its direct send, and a command it queues behind the
+  loop's goes plain, encoded by the loop's flush in its turn; the unsent rest of a direct send
+  is encoded already and goes first. The reading thread decompresses (the decompressor is the
+  turn's, like the decoder) and decrypts holding the wire (the TLS session is one object for
+  both directions, :mod:`.tlswire`), sending at once, in order, what TLS has to send.
 
 Pure asyncio use pays nothing for this: an unshared connection has no guard and no Shared.
 """
@@ -41,9 +48,11 @@ from ..errors import ConnectionClosedError, ProtocolError
 from ..flow import turns as _turns
 from ..flow.turns import ARM_IDLE, CLOSE_SOCKET, IDLE, PAUSE, RESUME, WAKE, Head, ReadTurns
 from ..protocol import commands
+from ..protocol.compression import Codec
 from ..protocol.frames import Event, FrameDecoder
 from .replies import Entry, ReplyQueue, SharedWaiter
 from .state import ConnectionState
+from .tlswire import TLSWire
 from .window import Guard
 
 __all__ = ["Shared", "ThreadSide"]
@@ -70,6 +79,9 @@ class SharedConnection(Protocol):
     _transport: asyncio.Transport | None
     _loop: asyncio.AbstractEventLoop | None
     _replies: ReplyQueue
+    _tls: TLSWire | None
+    _codec: Codec | None
+    _encode: Callable[[bytes], bytes] | None
 
     @property
     def _section(self) -> LoopSection: ...  # (answers.Section)
@@ -90,6 +102,8 @@ class SharedConnection(Protocol):
     def is_open(self) -> bool: ...
 
     def decode(self, data: bytes) -> list[Event]: ...
+
+    def decode_clear(self, data: bytes) -> list[Event]: ...
 
     def abort(self, exc: BaseException | None = None) -> None: ...
 
@@ -113,6 +127,10 @@ class ThreadSide(Protocol):
     def lost(self) -> None:
         """The connection is gone: hand back what is queued and unwritten."""
 
+    def write_waiting(self) -> None:
+        """A thread let go of the wire (outside the guard): write what threads queued
+        while it held it."""
+
 
 class Shared:
     """The seam of one connection shared with publishing threads (see the module docstring).
@@ -135,6 +153,11 @@ class Shared:
         self.replies: ReplyQueue = conn._replies
         #: the connection's decoder: the turn's holder owns it while it reads
         self.decoder: FrameDecoder = conn._decoder
+        self._tls = conn._tls
+        self._encode = conn._encode
+        #: no TLS, no compression: the socket carries frames as they are (a read of one OK
+        #: frame's bytes is one OK)
+        self.plain = conn._tls is None and conn._codec is None
         self.turns = ReadTurns()
         self.side: ThreadSide | None = None
         #: a duplicate of the socket's descriptor, so that a thread's send or read can never
@@ -199,8 +222,25 @@ class Shared:
         ):  # behind the loop's bytes, written by its next flush
             conn._queue_for_loop(data, raw=False)
             return True
+        encode = self._encode
+        if encode is not None:  # compressed, encrypted: in writing order (the wire's)
+            try:
+                data = encode(data)
+            except ProtocolError as exc:  # (TLS failed on a read: the loop drops it)
+                self._broken_wired(exc)
+                return False
+        return self._send_encoded_wired(data)
+
+    def _send_encoded_wired(self, data: bytes) -> bool:
+        """Send bytes encoded already: straight to the socket when nothing encoded before
+        them waits to be written, else behind it (the loop writes the rest, first)."""
+        conn = self._conn
         sock = self._sock
-        assert sock is not None
+        if sock is None:
+            return False
+        if conn._raw_rest or self._transport.get_write_buffer_size():
+            conn._queue_for_loop(data, raw=True)
+            return True
         try:
             n = sock.send(data)
         except (BlockingIOError, InterruptedError):
@@ -212,7 +252,7 @@ class Shared:
             conn._queue_for_loop(data[n:], raw=True)
         return True
 
-    def _broken_wired(self, failed: OSError) -> None:
+    def _broken_wired(self, failed: Exception) -> None:
         with self.guard:
             actions = self.turns.write_failed()
         error = ConnectionClosedError(f"write failed: {failed}", address=self.address)
@@ -240,9 +280,21 @@ class Shared:
         return n if n else -1
 
     def decode(self, data: bytes) -> list[Event]:
-        """Frames out of bytes a thread read (the turn's holder owns the decoder meanwhile).
-        Raises ProtocolError for a damaged stream (then :meth:`damaged`)."""
-        return self._conn.decode(data)
+        """Frames out of bytes a thread read (the turn's holder owns the decompressor and the
+        decoder meanwhile; it decrypts holding the wire). Raises ProtocolError for a damaged
+        stream or a TLS alert (then :meth:`damaged`)."""
+        tls = self._tls
+        if tls is None:
+            return self._conn.decode(data)
+        with self.wire:
+            clear = tls.decrypt(data)
+            out = tls.outgoing()  # (a KeyUpdate answering nsqd's): before anything else
+            if out:
+                self._send_encoded_wired(out)
+        side = self.side
+        if side is not None:  # publishers that found the wire taken queued their tickets
+            side.write_waiting()
+        return self._conn.decode_clear(clear)
 
     def read_locked(self, now: float, heartbeats: int) -> None:
         """The holder decoded frames at ``now``, ``heartbeats`` of them heartbeats (then

@@ -4,18 +4,22 @@ The half of :class:`~nsqclient.aio.connection.Connection` that writes (a mixin: 
 the per-command paths stay one attribute away). Commands queue in a buffer written at the end
 of the loop iteration (``call_soon``), so a burst of FINs or pipelined PUBs is one syscall; a
 batch over ``_MAX_WRITE`` goes out in slices that follow the transport's pause and resume; a
-connection shared with publishing threads (:mod:`.sharing`) writes holding its guard, and
+connection shared with publishing threads (:mod:`.sharing`) writes holding its wire, and
 what a thread could not send whole goes first.
+
+On a compressed or TLS connection what is written is encoded (:mod:`.layers`) as it goes to the
+transport, in writing order: the queued commands here (``_wbuf``, ``_wrest``) are not encoded
+yet, ``_raw_rest`` is (a thread's unsent rest, TLS's own messages), which is why it goes first.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import ConnectionClosedError
+from ..errors import ConnectionClosedError, ProtocolError
 from ..flow.turns import IDLE
-from ..protocol.compression import Codec
 from .state import ConnectionState
 from .window import Guard
 
@@ -41,7 +45,7 @@ class WritePath:
     state: ConnectionState
     _loop: asyncio.AbstractEventLoop | None
     _transport: asyncio.Transport | None
-    _codec: Codec | None
+    _encode: Callable[[bytes], bytes] | None  # frames -> codec -> TLS (see .layers)
     _guard: Guard | None
     _section: Any  # the connection's section (see connection._Section)
     _wake_at: float
@@ -128,8 +132,13 @@ class WritePath:
         if len(data) > _MAX_WRITE:
             self._write_big(data, force)
             return
-        if self._codec is not None:
-            data = self._codec.compress(data)
+        encode = self._encode
+        if encode is not None:
+            try:
+                data = encode(data)
+            except ProtocolError as exc:  # (TLS failed on a read already)
+                self.abort(exc)
+                return
         transport.write(data)
 
     def _write_big(self, data: bytes | None, force: bool) -> bool:
@@ -139,13 +148,20 @@ class WritePath:
         assert transport is not None
         view = memoryview(data) if data is not None else self._wrest
         assert view is not None
-        codec = self._codec
+        encode = self._encode
         pos, end = 0, len(view)
         while pos < end and (force or self._write_paused_at is None):
             chunk = view[pos : pos + _MAX_WRITE]
             pos += len(chunk)
+            if encode is not None:
+                try:
+                    chunk = encode(bytes(chunk))  # type: ignore[assignment]
+                except ProtocolError as exc:
+                    self._wrest = None
+                    self.abort(exc)
+                    return True
             # the transport may call pause_writing() before returning
-            transport.write(codec.compress(bytes(chunk)) if codec is not None else chunk)
+            transport.write(chunk)
         self._wrest = view[pos:] if pos < end else None
         return self._wrest is None
 
@@ -190,8 +206,9 @@ class WritePath:
     # -- for the shared half (.sharing), holding the guard --
 
     def _queue_for_loop(self, data: bytes, raw: bool) -> None:
-        """A thread's bytes, written by the loop's next flush (``raw``: the rest of a send,
-        written before anything else)."""
+        """A thread's bytes, written by the loop's next flush (``raw``: encoded already, the
+        rest of a send or TLS's own message, written before anything else; else a command,
+        encoded by the flush in its turn)."""
         (self._raw_rest if raw else self._wbuf).append(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True

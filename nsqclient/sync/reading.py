@@ -69,6 +69,7 @@ def read_for(door: Door, me: Ticket, remaining: float, took: bool = False) -> bo
     view = door.view
     buffer = door.buffer
     decoder = shared.decoder
+    plain = shared.plain  # (TLS, compression: every read is decoded)
     wait = remaining if remaining < _SLICE else _SLICE
     end = 0.0
     held = True  # this thread holds the turn (until it lets go, below)
@@ -88,7 +89,7 @@ def read_for(door: Door, me: Ticket, remaining: float, took: bool = False) -> bo
                         actions, wake = _release_locked(door, me)
                     held = False
                 break
-            if n == 10 and buffer.startswith(OK_FRAME) and not decoder.buffered:
+            if n == 10 and plain and buffer.startswith(OK_FRAME) and not decoder.buffered:
                 # one OK alone: no decoding; and when it is this thread's own, a script's
                 # whole round trip ends here
                 now = _monotonic()

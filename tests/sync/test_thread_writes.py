@@ -3,8 +3,8 @@
 Sixteen publishing threads through cuts, a stall and refusals; a stall that each blocked publish
 gives up on within its own timeout (sent: maybe stored); a close from another thread while they
 publish; coroutines and threads publishing on the one connection at once; a body larger than the
-socket's buffer (the thread writes what fits, the loop the rest); and connections the threads
-must not write to (snappy) going the loop's way. Real nsqd and the embedded server.
+socket's buffer (the thread writes what fits, the loop the rest). Real nsqd and the embedded
+server. TLS and compressed connections: tests/sync/test_thread_kinds.py.
 """
 
 from __future__ import annotations
@@ -285,16 +285,6 @@ def test_a_body_larger_than_the_socket_buffer(nsqd_factory: Any) -> None:
         # (writes paused), the others may cross to the loop instead
         assert w.stats()["written_by_threads"] >= 1
     assert message_count(nsqd, topic) == 1 + 8 + 50
-
-
-def test_a_compressed_connection_is_written_by_the_loop(nsqd: NsqdProcess) -> None:
-    topic = unique()
-    with SyncWriter([nsqd.tcp_address], snappy=True) as writer:
-        for i in range(20):
-            writer.pub(topic, b"s%d" % i)
-        stats = writer.stats()
-    assert stats["written_by_threads"] == 0 and stats["published"] == 20
-    assert sorted(drain_bodies(nsqd, topic, 20)) == sorted(b"s%d" % i for i in range(20))
 
 
 @pytest.mark.slow
