@@ -167,3 +167,37 @@ def test_flipped_byte_never_raises_anything_but_protocol_error(
 def test_codec_names() -> None:
     assert SnappyCodec().name == "snappy"
     assert DeflateCodec().name == "deflate"
+
+
+@given(writes, st.integers(0, 10_000), st.integers(1, 3), st.lists(st.integers(0, 100_000)))
+@settings(max_examples=200, deadline=None)
+def test_a_snappy_stream_that_lost_bytes_never_waits_for_more_than_one_chunk(
+    chunks: list[bytes], where: int, lost: int, cuts: list[int]
+) -> None:
+    """Bytes lost in transit (at any point, read in any pieces) either fail with a
+    ProtocolError or leave the decoder waiting for at most the largest chunk an encoder
+    writes: python-snappy alone would wait for whatever size a damaged header announced (up to
+    16 MiB), so the connection would look silent instead of damaged."""
+    sender, receiver = pair("snappy", 6)
+    wire = b"".join(sender.compress(c) for c in chunks)
+    at = where % len(wire)
+    damaged = wire[:at] + wire[at + lost :]
+    try:
+        for piece in split_at(damaged, cuts):
+            receiver.decompress(piece)
+    except ProtocolError:
+        return
+    assert receiver._left <= 4 + 32 + 65536 + 65536 // 6  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "header",
+    [b"\x0e\x00\x00", b"\x00\xff\xff\xff", b"\x01\x00\x00\x02"],
+    ids=["reserved-type", "oversize-compressed", "oversize-uncompressed"],
+)
+def test_a_damaged_snappy_chunk_header_is_refused_at_once(header: bytes) -> None:
+    codec = SnappyCodec()
+    assert codec.decompress(SnappyCodec().compress(b"OK")) == b"OK"
+    with pytest.raises(ProtocolError, match="corrupt snappy stream"):
+        for byte in header + b"\x00":  # one byte at a time: refused once the header is whole
+            codec.decompress(bytes([byte]))
