@@ -57,7 +57,14 @@ class Kind:
         }
 
     def nsqd(self, factory: Callable[..., Any], certs: CertBundle, **extra: Any) -> Any:
-        return factory(**self.server_options(certs), **extra)
+        """An nsqd of ``factory`` serving this kind; its HTTP helpers (``stats()``) present
+        the client certificate over HTTPS, which it then requires too."""
+        nsqd = factory(**self.server_options(certs), **extra)
+        if self.tls:
+            context = ssl.create_default_context(cafile=str(certs.ca_cert))
+            context.load_cert_chain(str(certs.client_cert), str(certs.client_key))
+            nsqd.https_context = context
+        return nsqd
 
 
 PLAIN = Kind("plain")

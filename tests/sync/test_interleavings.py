@@ -8,7 +8,9 @@ waits on the machine's speed: every step waits for the condition it is about.
 
 Every scenario runs twice: on the code as it is, where it must find nothing, and on a version
 of it with the race the scenario is about (a ``mutant``, patched in for the run), where it must
-find the race: so each test would catch the bug it is named for.
+find the race: so each test would catch the bug it is named for. Each runs on a plain TCP, a
+TLS (a CA and client certificates) and a deflate connection, where the thread that reads takes
+the wire to decrypt and the writers encode (the mutants on plain TCP and TLS).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import termios
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -41,13 +44,25 @@ from nsqclient.sync import door as door_module
 from nsqclient.sync import ticket as ticket_module
 from nsqclient.sync.door import Door
 from nsqclient.sync.future import PublishFuture
+from nsqclient.testing.certs import CertBundle
 from nsqclient.testing.daemons import NsqdProcess
 
+from .kinds_support import DEFLATE, PLAIN, TLS, Kind
 from .support import frozen, message_count, unique
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.real_nsqd_only]
 
 Problems = list[str]
+
+
+@dataclass(frozen=True)
+class On:
+    """What a scenario runs on: a kind of connection and the client options for it."""
+
+    kind: Kind
+    options: dict[str, Any]
+
+
 #: a scenario on the code with its race may leave a publish that never settles: the close
 #: then waits this long, not the default 30 s
 FAST = {"close_timeout": 2_000, "publish_timeout": 3_000}
@@ -174,10 +189,10 @@ def _count(nsqd: NsqdProcess, topic: str) -> int:
 # -- 1. the loop takes reading back while a thread reads ----------------------------------
 
 
-def loop_takes_reading_back(nsqd: NsqdProcess) -> Problems:
+def loop_takes_reading_back(nsqd: NsqdProcess, on: On) -> Problems:
     problems: Problems = []
     topic = unique()
-    with SyncWriter([nsqd.tcp_address], **FAST) as writer:
+    with SyncWriter([nsqd.tcp_address], **FAST, **on.options) as writer:
         door = _door(writer)
         shared = door.shared
         stop = Stop()
@@ -203,7 +218,7 @@ def loop_takes_reading_back(nsqd: NsqdProcess) -> Problems:
             )
             # both replies wait in the socket for t1, unless the loop read them (a second
             # reader: invariant 1)
-            _until(lambda: loop_reads or _unread(shared) >= 20, "both replies from nsqd")
+            _until(lambda: loop_reads or _unread(shared) >= 2 * on.kind.reply, "both replies")
             if loop_reads or _on_loop(writer, shared._transport.is_reading):
                 problems.append("the loop read while a thread held the turn")
             stop.release()
@@ -228,10 +243,10 @@ def loop_reads_at_once(self: ReadTurns, now: float) -> int:
 # -- 2. close while a thread holds the turn --------------------------------------------------
 
 
-def close_while_a_thread_reads(nsqd: NsqdProcess) -> Problems:
+def close_while_a_thread_reads(nsqd: NsqdProcess, on: On) -> Problems:
     problems: Problems = []
     topic = unique()
-    writer = SyncWriter([nsqd.tcp_address], **FAST)
+    writer = SyncWriter([nsqd.tcp_address], **FAST, **on.options)
     try:
         door = _door(writer)
         shared = door.shared
@@ -265,11 +280,11 @@ def lost_closes_at_once(self: Shared) -> None:
 # -- 3. a refused publish among sixteen threads ----------------------------------------------
 
 
-def a_refusal_among_sixteen(nsqd_factory: Callable[..., NsqdProcess]) -> Problems:
+def a_refusal_among_sixteen(nsqd_factory: Callable[..., NsqdProcess], on: On) -> Problems:
     problems: Problems = []
     small = nsqd_factory(extra_args=["--max-msg-size=100"])
     topic = unique()
-    with SyncWriter([small.tcp_address], **FAST) as writer:
+    with SyncWriter([small.tcp_address], **FAST, **on.options) as writer:
         door = _door(writer)
         door.wire.acquire()  # every publish queues: one holder writes them all at once
         try:
@@ -308,10 +323,10 @@ ORIGINAL_TAKE_FOR_THREAD = ReplyQueue.take_for_thread
 # -- 4. a timeout in each state ----------------------------------------------------------------
 
 
-def a_timeout_in_each_state(nsqd: NsqdProcess) -> Problems:
+def a_timeout_in_each_state(nsqd: NsqdProcess, on: On) -> Problems:
     problems: Problems = []
     topic = unique()
-    with SyncWriter([nsqd.tcp_address], **FAST) as writer:
+    with SyncWriter([nsqd.tcp_address], **FAST, **on.options) as writer:
         door = _door(writer)
         base = writer.stats()
         # queued at the door (the wire held): never written, said so
@@ -357,10 +372,10 @@ def claim_everything(tickets: list[Any], now: float, ended: list[Any]) -> list[A
 # -- 5. a pub_nowait cancelled while queued ----------------------------------------------------
 
 
-def a_future_cancelled_while_queued(nsqd: NsqdProcess) -> Problems:
+def a_future_cancelled_while_queued(nsqd: NsqdProcess, on: On) -> Problems:
     problems: Problems = []
     topic = unique()
-    with SyncWriter([nsqd.tcp_address], **FAST) as writer:
+    with SyncWriter([nsqd.tcp_address], **FAST, **on.options) as writer:
         door = _door(writer)
         window = writer._window
         base = window.failed
@@ -392,7 +407,7 @@ concurrent_cancel = PublishFuture.__mro__[1].cancel  # (concurrent.futures.Futur
 # -- 6. a coroutine and threads on one connection ----------------------------------------------
 
 
-def a_coroutine_and_threads(nsqd: NsqdProcess) -> Problems:
+def a_coroutine_and_threads(nsqd: NsqdProcess, on: On) -> Problems:
     problems: Problems = []
     topic = unique()
     completed_by: list[str] = []
@@ -402,7 +417,7 @@ def a_coroutine_and_threads(nsqd: NsqdProcess) -> Problems:
             completed_by.append(threading.current_thread().name)
             super().set_result(result)
 
-    with SyncWriter([nsqd.tcp_address], **FAST) as writer:
+    with SyncWriter([nsqd.tcp_address], **FAST, **on.options) as writer:
         door = _door(writer)
         stop = Stop()
         with stop_at_read(stop), patched(connection_module, "_Future", Watched):
@@ -412,7 +427,7 @@ def a_coroutine_and_threads(nsqd: NsqdProcess) -> Problems:
             _until(lambda: door.shared.replies.loop_own, "the coroutine's publish")
             t2 = Runner(lambda: writer.pub(topic, b"t2"))
             _until(lambda: len(door.shared.replies) >= 3, "three pending replies")
-            _unread_at_least(door.shared, 30)  # t1 reads all three OKs at once
+            _unread_at_least(door.shared, 3 * on.kind.reply)  # t1 reads all three OKs at once
             stop.release()
             t1.join()
             if t1.error is not None:  # (the race broke the reading thread outright)
@@ -478,23 +493,29 @@ def _both(a: Any, b: Any) -> Iterator[None]:
         yield
 
 
-def _run(name: str, request: pytest.FixtureRequest) -> Problems:
+def _run(name: str, request: pytest.FixtureRequest, kind: Kind) -> Problems:
     scenario = SCENARIOS[name][0]
-    arg = "nsqd_factory" if "nsqd_factory" in scenario.__code__.co_varnames[:1] else "nsqd"
-    return scenario(request.getfixturevalue(arg))
+    certs: CertBundle = request.getfixturevalue("tls_certs")
+    factory = request.getfixturevalue("nsqd_factory")
+    on = On(kind, kind.options(certs))
+    if "nsqd_factory" in scenario.__code__.co_varnames[:1]:
+        return scenario(lambda **extra: kind.nsqd(factory, certs, **extra), on)
+    return scenario(kind.nsqd(factory, certs), on)
 
 
+@pytest.mark.parametrize("kind", [PLAIN, TLS, DEFLATE], ids=lambda k: k.name)
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_the_scenario_finds_nothing(name: str, request: pytest.FixtureRequest) -> None:
-    assert _run(name, request) == []
+def test_the_scenario_finds_nothing(name: str, kind: Kind, request: pytest.FixtureRequest) -> None:
+    assert _run(name, request, kind) == []
 
 
+@pytest.mark.parametrize("kind", [PLAIN, TLS], ids=lambda k: k.name)
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_the_scenario_finds_its_race(name: str, request: pytest.FixtureRequest) -> None:
+def test_the_scenario_finds_its_race(name: str, kind: Kind, request: pytest.FixtureRequest) -> None:
     """The same scenario on the code with the race it is about: it must say so."""
     with SCENARIOS[name][1]():
         try:
-            problems = _run(name, request)
+            problems = _run(name, request, kind)
         except (AssertionError, NSQError, TimeoutError) as exc:  # (broke outright: found too)
             problems = [f"{type(exc).__name__}: {exc}"]
     assert problems, f"{name} did not notice its race"
