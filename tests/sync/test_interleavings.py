@@ -439,6 +439,57 @@ def take_every_ok(self: ReplyQueue, events: list[Any], now: float, done: list[An
     return ORIGINAL_TAKE_FOR_THREAD(self, events, now, done)
 
 
+# -- 7. a future answered before its publish call returned ------------------------------------
+
+
+def a_future_answered_before_pub_nowait_returns(nsqd: NsqdProcess) -> Problems:
+    """The publishing thread sets its future running before its write makes it visible: a
+    reading thread may resolve it at once, while the publishing thread is still inside
+    ``pub_nowait`` (here: stopped right after its write)."""
+    problems: Problems = []
+    topic = unique()
+    with SyncWriter([nsqd.tcp_address], **FAST) as writer:
+        door = _door(writer)
+        reader_stop, writer_stop = Stop(), Stop()
+        original = Shared.write_wired
+
+        def write_wired(self: Shared, *args: Any) -> int:
+            took = original(self, *args)
+            writer_stop.here()  # written: the reading thread reads its reply meanwhile
+            AFTER_WRITE[0](args[0])
+            return took
+
+        holder: list[Any] = []
+        with stop_at_read(reader_stop), patched(Shared, "write_wired", write_wired):
+            r = Runner(lambda: writer.pub(topic, b"r"), reader_stop)
+            reader_stop.reached()  # r holds the turn
+            p = Runner(lambda: holder.append(writer.pub_nowait(topic, b"p")), writer_stop)
+            writer_stop.reached()  # p wrote, and waits inside pub_nowait
+            _unread_at_least(door.shared, 20)  # both OKs: r reads them in one read
+            reader_stop.release()
+            r.join()
+            _until(lambda: door.shared.replies.head() is None, "both replies read")
+            writer_stop.release()
+            p.join()
+        try:
+            holder[0].result(2)
+        except TimeoutError:
+            problems.append("the future was resolved, then set running again: it never ends")
+    return problems
+
+
+#: what happens in the publishing thread once its write returned (nothing, in the code)
+AFTER_WRITE: list[Callable[[list[Any]], None]] = [lambda entries: None]
+
+
+def run_fresh_after_the_write(entries: list[Any]) -> None:
+    """(mutant) the future set running after the write (a reader may have resolved it)"""
+    for entry in entries:
+        future = getattr(entry[0], "future", None)
+        if future is not None:
+            future.run_fresh()
+
+
 # -- the tests -----------------------------------------------------------------------------------
 
 SCENARIOS: dict[str, tuple[Callable[..., Problems], Callable[[], Any]]] = {
@@ -469,7 +520,21 @@ SCENARIOS: dict[str, tuple[Callable[..., Problems], Callable[[], Any]]] = {
         a_coroutine_and_threads,
         lambda: patched(ReplyQueue, "take_for_thread", take_every_ok),
     ),
+    "a_future_answered_before_pub_nowait_returns": (
+        a_future_answered_before_pub_nowait_returns,
+        lambda: _item(AFTER_WRITE, 0, run_fresh_after_the_write),
+    ),
 }
+
+
+@contextlib.contextmanager
+def _item(seq: list[Any], i: int, value: Any) -> Iterator[None]:
+    original = seq[i]
+    seq[i] = value
+    try:
+        yield
+    finally:
+        seq[i] = original
 
 
 @contextlib.contextmanager
