@@ -14,7 +14,6 @@ when they are created, so a bad value fails before any connection is attempted.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import inspect
 import os
@@ -374,6 +373,8 @@ class Config:
             unknown = [k for k in options if k not in _FIELD_NAMES]
             if unknown:
                 name = unknown[0]
+                import difflib  # only to word this error
+
                 close = difflib.get_close_matches(name, _FIELD_NAMES, n=1)
                 if name in _FOREIGN_OPTIONS:
                     value = options[name]

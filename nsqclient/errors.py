@@ -48,7 +48,8 @@ write: it may or may not have been applied).
     │   ├── HTTPConnectError (ConnectError)    no response: unreachable, or the connection broke
     │   ├── HTTPTimeoutError (NSQTimeoutError)
     │   └── HTTPProtocolError (ProtocolError)  a 2xx answer with an unexpected body
-    └── ClosedError                            the object was closed; create a new one
+    ├── ClosedError                            the object was closed; create a new one
+    └── WorkerError                            ``nsqclient worker`` gave up (children died at start)
 """
 
 from __future__ import annotations

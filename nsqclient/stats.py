@@ -186,4 +186,4 @@ class SyncWriterStats(WriterStats):
     path, on plain TCP connections); the others crossed to the loop to be written."""
     read_by_threads: int
     """Count: of those, the publishes whose reply a publishing thread read itself since start
-    (the read baton); the loop read the others' and woke their threads."""
+    (when it was their turn to read); the loop read the others' and woke their threads."""

@@ -7,6 +7,9 @@
 # PYTHON=/path/to/python3.x picks the interpreter used to create the virtualenv;
 # NSQ_VENV=.venv-3.13 (relative to the checkout, or absolute) makes another one (run_tests.sh
 # uses that for its second Python). A virtualenv made with another Python than PYTHON is remade.
+# NSQ_EXTRAS=test installs the test extras only (default dev: also ruff, mypy, the docs and the
+# charts); run_tests.sh's second Python only runs tests (11.9 s against 21.6 s with a warm pip
+# cache, 2026-12-07).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,13 +54,14 @@ if [[ ! -x "$venv/bin/python" ]] || ! python_ok "$venv/bin/python"; then
     "$python" -m venv "$venv" || die "could not create a virtualenv with $python (on Debian: apt-get install python3-venv)"
 fi
 
-want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1) $("$venv/bin/python" -c 'import sys; print(sys.version.split()[0])')"
+extras="${NSQ_EXTRAS:-dev}"
+want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1) $("$venv/bin/python" -c 'import sys; print(sys.version.split()[0])') $extras"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     echo "bootstrap.sh: Python packages are up to date" >&2
 else
-    echo "bootstrap.sh: installing nsqclient (editable) with its dev extras ..." >&2
-    (cd "$root" && "$venv/bin/python" -m pip install --disable-pip-version-check -q -e '.[dev]') ||
-        die "pip install -e '.[dev]' failed"
+    echo "bootstrap.sh: installing nsqclient (editable) with its $extras extras ..." >&2
+    (cd "$root" && "$venv/bin/python" -m pip install --disable-pip-version-check -q -e ".[$extras]") ||
+        die "pip install -e '.[$extras]' failed"
     echo "$want" >"$stamp"
 fi
 

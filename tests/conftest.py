@@ -19,7 +19,9 @@ nsqd/nsqlookupd 1.3.0 processes (``[real]``) and against nsqclient's embedded se
 (``[embedded]``, :mod:`nsqclient.testing.embedded`, on its own loop thread). A test passing on
 one and failing on the other is a bug in the embedded server, unless it relies on a documented
 difference (``nsqclient/testing/embedded/DIFFERENCES.md``); such a test is marked
-``@pytest.mark.real_nsqd_only(reason=...)`` and runs on real nsqd only. Elsewhere (e.g.
+``@pytest.mark.real_nsqd_only(reason=...)`` and runs on real nsqd only. A long test of the
+client's own behaviour (faults, deadlines, timeouts, memory) is marked ``one_backend`` and runs
+on real nsqd only too, for CI's time (see :data:`ONE_BACKEND`). Elsewhere (e.g.
 ``tests/test_service``, which tests the real-daemon scripts) the fixtures are real only.
 ``--nsq-backend=real`` or ``=embedded`` (the pytest plugin's option) runs one backend only (the
 tests elsewhere stay on real daemons).
@@ -67,6 +69,16 @@ BOTH_BACKENDS = [
 ]
 """Suites (folders, or single files) whose daemon-using tests run on both backends."""
 
+ONE_BACKEND = """Why a test marked ``one_backend`` runs on one backend (issue 51: CI time).
+
+It spends seconds on what the client does while the server merely stands by (a fault injected
+by the proxy, a heartbeat or message timeout running out, publishing threads, memory through
+an outage, uvloop); run on the embedded server too it proved the same client code twice, and
+was a third of the suite's time. What the embedded server does in those moments (heartbeats,
+timeouts, redelivery, deferral) is tested against real nsqd side by side in tests/embedded and
+tests/integration/protocol, and the shorter client tests still run on both backends.
+``--nsq-backend=embedded`` runs these on the embedded server as well."""
+
 REAL_ONLY_ELSEWHERE: dict[str, str] = {
     # node-id prefixes of [embedded...] variants that cannot run there, with the reason; their
     # embedded variants are deselected. Empty: every integration test runs on both backends.
@@ -78,6 +90,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "real_nsqd_only(reason): runs against real nsqd only (it relies on a real process or on "
         "a difference listed in nsqclient/testing/embedded/DIFFERENCES.md)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "one_backend: a test of the client's own behaviour over seconds (faults through the "
+        "proxy, timeouts, heartbeats, memory, threads) runs on real nsqd only, unless "
+        "--nsq-backend=embedded asks for the embedded server; see ONE_BACKEND",
     )
 
 
@@ -91,6 +109,8 @@ def _backends_for(metafunc: pytest.Metafunc) -> list[str] | None:
         wanted = [forced]
     if metafunc.definition.get_closest_marker("real_nsqd_only") is not None:
         wanted = [b for b in wanted if b == "real"]
+    elif forced is None and metafunc.definition.get_closest_marker("one_backend") is not None:
+        wanted = ["real"]  # ONE_BACKEND
     return wanted
 
 

@@ -167,3 +167,59 @@ def test_no_import_loop_between_parts() -> None:
 
     for node in sorted(graph):
         visit(node, [])
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Every nsqclient module and the nsqclient modules it imports (any import statement:
+    inside functions and ``if TYPE_CHECKING:`` too), a package's ``__init__`` as the package."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        importer = module_name(path)
+        targets = graph.setdefault(importer, set())
+        for target, _line in imported_modules(path):
+            if target.split(".")[0] == ROOT and target != importer and is_module(target):
+                targets.add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (one path per circle found by a depth-first walk)."""
+    found: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                found.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return found
+
+
+def test_no_import_circle_inside_a_package() -> None:
+    """Issue 49: the publish wing's modules imported each other in a circle, closed by
+    type-only imports that stood for real calls back up. No module may reach itself through
+    the modules of its own package, whatever kind of import (a package's ``__init__``
+    re-exporting its modules is not a circle: it sits above them)."""
+    graph = module_graph()
+    inside = {
+        module: {
+            t
+            for t in targets
+            if t.rpartition(".")[0] == module.rpartition(".")[0]  # siblings only
+        }
+        for module, targets in graph.items()
+    }
+    assert cycles(inside) == []
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    assert cycles({"a.x": {"a.y"}, "a.y": {"a.z"}, "a.z": {"a.x"}}) == [
+        ["a.x", "a.y", "a.z", "a.x"]
+    ]

@@ -39,9 +39,7 @@ from ..protocol.frames import (
     Event,
     FrameDecoder,
 )
-from ..protocol.identify import AuthResponse, IdentifyOptions, IdentifyResponse
 from .answers import ReplyPath, Section
-from .handshake import Setup, handshake_error
 from .replies import Pending, ReplyQueue, ReplyWaiter
 from .sharing import Shared
 from .state import ConnectionState
@@ -51,7 +49,9 @@ from .writes import WritePath
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..protocol.identify import AuthResponse, IdentifyOptions, IdentifyResponse
     from ..stats import ConnectionStats
+    from .handshake import Setup
 
 __all__ = [
     "CLOSE_FLOOR",
@@ -231,6 +231,8 @@ class Connection(ReplyPath, WritePath, Watchdog, asyncio.BufferedProtocol):
                 "timed out" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
             )
             raise ConnectError(f"cannot connect: {reason}", address=self.address) from exc
+        from .handshake import Setup, handshake_error  # with the first connection (import time)
+
         setup = self._setup = Setup(self._decoder, self.address)
         assert self._transport is not None
         try:

@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ..addresses import Address, parse_address
 from ..config import Config
 from ..errors import NSQTimeoutError
 from ..flow import lookupd_retry_backoff
+from ..flow.backoff import new_rng
+
+if TYPE_CHECKING:
+    import random
 
 __all__ = ["LookupdPoller"]
 
@@ -55,7 +59,7 @@ class LookupdPoller:
         self.topic = topic
         self._config = config
         self._on_producers = on_producers
-        self._rng = rng or random.Random()
+        self._rng = rng or new_rng()
         timeout = self._timeout = config.sec.lookupd_poll_timeout
         headers = {}
         secret = config.auth_secret_bytes

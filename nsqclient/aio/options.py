@@ -17,13 +17,16 @@ from __future__ import annotations
 import ssl
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..addresses import Address, parse_addresses, parse_http_addresses, require_addresses
 from ..config import Config
 from ..errors import ConfigError
-from ..protocol.identify import IdentifyOptions
 from ..protocol.names import validate_channel, validate_topic
 from .tls import make_ssl_context
+
+if TYPE_CHECKING:
+    from ..protocol.identify import IdentifyOptions
 
 __all__ = ["ClientOptions", "validate_client_options"]
 
@@ -58,6 +61,9 @@ def validate_client_options(
     ``topic`` and ``channel`` are checked when given; ``http_fallback_addresses`` is a Writer's,
     as is ``extra_nsqd`` (asyncnsq's ``host``/``port``, added after the list when not in it).
     """
+    # here, not at import: IDENTIFY (and json) load with the first Reader or Writer
+    from ..protocol.identify import IdentifyOptions
+
     identify = IdentifyOptions.from_config(config)
     if topic is not None:
         validate_topic(topic)

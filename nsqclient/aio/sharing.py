@@ -35,7 +35,7 @@ import os
 import select
 import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 from ..errors import ConnectionClosedError, ProtocolError
 from ..flow import turns as _turns
@@ -46,14 +46,19 @@ from .replies import Entry, ReplyQueue, SharedWaiter
 from .state import ConnectionState
 from .window import Guard
 
-if TYPE_CHECKING:
-    from .answers import Section
-
 __all__ = ["Shared", "ThreadSide"]
 
 _NOP: Final = commands.nop()
 _CONNECTED: Final = ConnectionState.CONNECTED
 _POLL_IN: Final = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
+
+
+class LoopSection(Protocol):
+    """``with conn._section:``: the loop's locked sections of a shared connection."""
+
+    def __enter__(self) -> None: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...
 
 
 class SharedConnection(Protocol):
@@ -65,7 +70,9 @@ class SharedConnection(Protocol):
     _transport: asyncio.Transport | None
     _loop: asyncio.AbstractEventLoop | None
     _replies: ReplyQueue
-    _section: Section
+
+    @property
+    def _section(self) -> LoopSection: ...  # (answers.Section)
     _wake_at: float
     _last_read: float
     _decoder: FrameDecoder

@@ -13,15 +13,25 @@ from __future__ import annotations
 
 import enum
 import math
-import random
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    import random
 
 __all__ = ["BackoffStrategy", "ExponentialBackoff", "FullJitterBackoff", "Outcome"]
 
 # 2.0 ** 1024 overflows a float; any level this high is "longer than any cap" anyway.
 _OVERFLOW_LEVEL = 1000
+
+
+def new_rng() -> random.Random:
+    """A jitter source of its own. ``random`` loads here, with the first client, not at import
+    (issue 51: import time)."""
+    import random
+
+    return random.Random()
 
 
 class Outcome(enum.Enum):
@@ -86,7 +96,7 @@ class FullJitterBackoff:
 
     def __init__(self, multiplier: float, *, rng: random.Random | None = None) -> None:
         self.multiplier = _check_multiplier(multiplier)
-        self._rng = rng if rng is not None else random.Random()
+        self._rng = rng if rng is not None else new_rng()
 
     def duration(self, level: int) -> float:
         bound = _scaled(self.multiplier, level)

@@ -45,18 +45,19 @@ Where backoff differs from go-nsq v1.1, and why:
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from .backoff import BackoffStrategy, ExponentialBackoff, FullJitterBackoff, Outcome
+from .backoff import BackoffStrategy, ExponentialBackoff, FullJitterBackoff, Outcome, new_rng
 from .even import longest_waiting, per_connection_share, rebalance, redistribute
 from .follow import ConnState, plan
 from .follow import _zero as _zero_in_flight
 
 if TYPE_CHECKING:
+    import random
+
     from ..config import Config
 
 __all__ = [
@@ -176,7 +177,7 @@ class RdyController:
         #: follow.plan's ``found``), and until when the run counts (two windows after the last)
         self._found = 0
         self._found_until = -float("inf")
-        self._rng = rng if rng is not None else random.Random()
+        self._rng = rng if rng is not None else new_rng()
         self._conns: dict[Hashable, ConnState] = {}
         self._total = 0
         self._level = 0
@@ -187,7 +188,7 @@ class RdyController:
     @classmethod
     def from_config(cls, config: Config, rng: random.Random | None = None) -> RdyController:
         """Build from a :class:`~nsqclient.config.Config` (its milliseconds become seconds here)."""
-        rng = rng if rng is not None else random.Random()
+        rng = rng if rng is not None else new_rng()
         multiplier = config.sec.backoff_multiplier
         strategy: BackoffStrategy
         if config.backoff_strategy == "full_jitter":

@@ -16,7 +16,6 @@ throughout; ``now`` is always the caller's clock.
 from __future__ import annotations
 
 import math
-import random
 from typing import TYPE_CHECKING
 
 from ..errors import (
@@ -27,8 +26,11 @@ from ..errors import (
     TLSError,
     WrongPortError,
 )
+from .backoff import new_rng
 
 if TYPE_CHECKING:
+    import random
+
     from ..config import Config
 
 __all__ = ["ReconnectBackoff", "ReconnectSchedule", "lookupd_retry_backoff", "worth_retrying"]
@@ -81,7 +83,7 @@ class ReconnectBackoff:
         self.initial = float(initial)
         self.maximum = float(maximum)
         self.jitter = float(jitter)
-        self._rng = rng if rng is not None else random.Random()
+        self._rng = rng if rng is not None else new_rng()
         self._attempts = 0
 
     @classmethod

@@ -7,7 +7,6 @@ can be decoded on arrival. Both directions of one connection share a codec objec
 
 from __future__ import annotations
 
-import zlib
 from typing import Protocol
 
 from ..errors import ProtocolError
@@ -52,16 +51,20 @@ class DeflateCodec:
     def __init__(self, level: int = 6) -> None:
         if not 1 <= level <= 9:
             raise ValueError(f"deflate level must be within 1..9, got {level}")
+        import zlib  # loads only when deflate is negotiated
+
         self.level = level
+        self._error = zlib.error
+        self._z_sync_flush = zlib.Z_SYNC_FLUSH
         self._compressor = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
         self._decompressor = zlib.decompressobj(-zlib.MAX_WBITS)
 
     def compress(self, data: bytes) -> bytes:
         c = self._compressor
-        return c.compress(data) + c.flush(zlib.Z_SYNC_FLUSH)
+        return c.compress(data) + c.flush(self._z_sync_flush)
 
     def decompress(self, data: bytes) -> bytes:
         try:
             return self._decompressor.decompress(data)
-        except zlib.error as exc:
+        except self._error as exc:
             raise ProtocolError(f"corrupt deflate stream from nsqd: {exc}") from exc

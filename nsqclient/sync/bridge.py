@@ -21,14 +21,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, cast
-
-import janus
+from typing import TYPE_CHECKING, Any, cast
 
 from ..aio.connection import ConnectionState
 from ..errors import ClosedError
 from ..message import Message, reroute, responder_of
 from . import portal
+
+if TYPE_CHECKING:
+    import janus
 
 __all__ = [
     "Empty",
@@ -155,8 +156,14 @@ class ThreadSink:
     """A Reader sink whose consumers are threads. Create it on the loop thread."""
 
     def __init__(self, loop_thread_id: int | None, *, split: int = 1) -> None:
+        import janus  # loads with the first SyncReader, not at import (issue 51: import time)
+
         loop = asyncio.get_running_loop()
         self._queue: janus.Queue[list[Message]] = janus.Queue()
+        #: what the queue's two sides raise when empty or shut down
+        self._async_done = (janus.AsyncQueueEmpty, janus.AsyncQueueShutDown)
+        self._sync_empty = janus.SyncQueueEmpty
+        self._sync_shut_down = janus.SyncQueueShutDown
         self._batcher = ResponseBatcher(loop, loop_thread_id)
         self._responders: dict[Any, ThreadResponder] = {}
         self.split = max(1, split)
@@ -226,7 +233,7 @@ class ThreadSink:
         while True:
             try:
                 taken.extend(get())
-            except (janus.AsyncQueueEmpty, janus.AsyncQueueShutDown):
+            except self._async_done:
                 break
         with self._count_lock:
             self._queued -= len(taken)
@@ -256,9 +263,9 @@ class ThreadSink:
         while True:
             try:
                 batch = get(timeout=max(0.0, deadline - time.monotonic()))
-            except janus.SyncQueueEmpty:
+            except self._sync_empty:
                 raise Empty from None
-            except janus.SyncQueueShutDown:
+            except self._sync_shut_down:
                 raise ClosedError("the reader is closed") from None
             with self._count_lock:
                 self._queued -= len(batch)

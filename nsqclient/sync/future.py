@@ -2,7 +2,7 @@
 
 A :class:`PublishFuture` is a ``concurrent.futures.Future`` that knows its
 :class:`~.publish.PublishTicket`: ``result()`` and ``exception()`` called in a publishing thread
-read nsqd's reply in that thread where threads read (:mod:`.baton`), as a blocking ``pub()``
+read nsqd's reply in that thread when it is its turn (:mod:`.reading`), as a blocking ``pub()``
 does, instead of waiting for the loop thread to read it and notify the future's Condition. The
 Condition itself is made only when something looks at the future from elsewhere.
 """

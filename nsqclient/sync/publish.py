@@ -288,6 +288,7 @@ class PublishQueue:
             self._closed = True
             self._not_full.notify_all()
         if self._items and (timeout is None or timeout > 0):
+            self._wake_slow()  # (what it waits for may have been withdrawn meanwhile)
             self._emptied = self._loop.create_future()
             with self._lock:
                 schedule = not self._scheduled

@@ -71,80 +71,88 @@ def read_for(door: Door, me: Ticket, remaining: float, took: bool = False) -> bo
     decoder = shared.decoder
     wait = remaining if remaining < _SLICE else _SLICE
     end = 0.0
+    held = True  # this thread holds the turn (until it lets go, below)
     actions = 0
     handed: list[Event] | None = None
     wake: Waker | None = None
     later: list[Ticket] = []  # futures answered: resolved once the turn is let go
     beats_due = 0  # heartbeats read, answered once the guard is let go (the wire comes first)
-    while True:
-        n = shared.read(view, wait)
-        if n <= 0:  # nothing within the slice (0), or the stream ended or broke (-1)
-            with guard:
-                if n < 0:
-                    actions = turns.hand_back()
-                else:
-                    actions, wake = _release_locked(door, me)
-            break
-        if n == 10 and buffer.startswith(OK_FRAME) and not decoder.buffered:
-            # one OK alone: no decoding; and when it is this thread's own, a script's whole
-            # round trip ends here
-            now = _monotonic()
-            with guard:
-                mine = replies.take_lone_ok(me, now)
-                if mine:
-                    shared.read_locked(now, 0)
-                    door.read += 1
-                    if replies:
-                        actions, wake = _release_locked(door, me)
-                    else:  # nothing else pending (a script's publish): the turn stays open
-                        actions = turns.release(_NONE)
-            if mine:
-                if me.settle(None) and me.future is not None:
-                    later.append(me)  # (resolved once the turn is let go, below)
-                break
-            events = _ONE_OK
-        else:
-            try:
-                events = shared.decode(view[:n].tobytes())
-            except ProtocolError as exc:
+    try:
+        while held:
+            n = shared.read(view, wait)
+            if n <= 0:  # nothing within the slice (0), or the stream ended or broke (-1)
                 with guard:
-                    actions = turns.hand_back()
-                shared.damaged(exc)
+                    if n < 0:
+                        actions = turns.hand_back()
+                    else:
+                        actions, wake = _release_locked(door, me)
+                    held = False
                 break
-        now = _monotonic()
-        done: list[Any] = []
-        acked: list[Ticket] = []
-        released = True
-        with guard:
-            beats, stop = replies.take_for_thread(events, now, done)
-            shared.read_locked(now, beats)
-            if beats:
-                beats_due += beats
-            if done:  # Tickets and DoorBatches: SharedWaiters of this facade
-                acked = settle_acknowledged(done)
-                door.read += len(acked)
-            if stop < len(events):
-                handed = events[stop:]
-                actions = turns.hand_back()
-            elif me.state is DONE or turns.reclaim or turns.closing:
-                actions, wake = _release_locked(door, me)
+            if n == 10 and buffer.startswith(OK_FRAME) and not decoder.buffered:
+                # one OK alone: no decoding; and when it is this thread's own, a script's
+                # whole round trip ends here
+                now = _monotonic()
+                with guard:
+                    mine = replies.take_lone_ok(me, now)
+                    if mine:
+                        shared.read_locked(now, 0)
+                        door.read += 1
+                        if replies:
+                            actions, wake = _release_locked(door, me)
+                        else:  # nothing else pending (a script's publish): the turn stays
+                            actions = turns.release(_NONE)  # open
+                        held = False
+                if mine:
+                    if me.settle(None) and me.future is not None:
+                        later.append(me)  # (resolved once the turn is let go, below)
+                    break
+                events = _ONE_OK
             else:
-                released = False
-        if beats_due:
-            with door.wired:
-                shared.answer_heartbeats_wired(beats_due)
-            beats_due = 0
-        if acked:
-            _notify(acked, me, later)
-        if released:
-            break
-        if not end:
-            end = now + wait
-        wait = end - _monotonic()
-        if wait <= 0:  # the slice passed: the caller looks at its deadline
+                try:
+                    events = shared.decode(view[:n].tobytes())
+                except ProtocolError as exc:
+                    with guard:
+                        actions = turns.hand_back()
+                        held = False
+                    shared.damaged(exc)
+                    break
+            now = _monotonic()
+            done: list[Any] = []
+            acked: list[Ticket] = []
             with guard:
-                actions, wake = _release_locked(door, me)
-            break
+                beats, stop = replies.take_for_thread(events, now, done)
+                shared.read_locked(now, beats)
+                beats_due += beats
+                if done:  # Tickets and DoorBatches: SharedWaiters of this facade
+                    acked = settle_acknowledged(done)
+                    door.read += len(acked)
+                if stop < len(events):
+                    handed = events[stop:]
+                    actions = turns.hand_back()
+                    held = False
+                elif me.state is DONE or turns.reclaim or turns.closing:
+                    actions, wake = _release_locked(door, me)
+                    held = False
+            if beats_due:
+                with door.wired:
+                    shared.answer_heartbeats_wired(beats_due)
+                beats_due = 0
+            if acked:
+                _notify(acked, me, later)
+            if held:
+                if not end:
+                    end = now + wait
+                wait = end - _monotonic()
+                if wait <= 0:  # the slice passed: the caller looks at its deadline
+                    with guard:
+                        actions, wake = _release_locked(door, me)
+                        held = False
+    except BaseException:  # (interrupted, or a bug): the turn goes back, never stranded
+        if held:
+            with guard:
+                actions = turns.hand_back()
+            shared.act(actions)
+        raise
     if actions & (RESUME | CLOSE_SOCKET):
         shared.act(actions, handed)
     if wake is not None:
@@ -192,15 +200,21 @@ def _notify(acked: list[Ticket], me: Ticket, later: list[Ticket]) -> None:
 
 
 def leave(door: Door) -> None:
-    """A thread stopped waiting unanswered: if nobody holds the turn and the next reply is
-    waited for by no reading thread any more, reading goes back to the loop."""
+    """A thread stopped waiting unanswered. If nobody holds the turn and the reply at the
+    head is still to be delivered with nobody reading for it (a future whose ``result()``
+    gave up), the loop reads it now. A withdrawn publish's reply only takes its place: the
+    next thread to read, or the loop within :data:`~nsqclient.flow.turns.IDLE`, reads it."""
     shared = door.shared
+    actions = 0
     with door.guard:
         turns = shared.turns
-        if turns.state is not Turn.OPEN:
-            return
-        actions = 0
-        if shared.head_kind(shared.replies.head(), None) is Head.UNWATCHED:
+        head = shared.replies.head()
+        if (
+            turns.state is Turn.OPEN
+            and head is not None
+            and not head[0].done()
+            and shared.head_kind(head, None) is Head.UNWATCHED
+        ):
             actions = turns.unwatched()
     if actions:
         shared.act(actions)

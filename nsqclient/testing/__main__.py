@@ -187,7 +187,7 @@ def memory_only_notice(ignored: Sequence[str]) -> str | None:
     return (
         f"{', '.join(given)} ignored: the embedded server keeps messages in memory only, "
         "so every message it holds is lost when it stops or restarts. For a queue that must "
-        "survive a restart, run real nsqd (test_service/build_nsq.sh builds it)."
+        "survive a restart, run real nsqd (https://nsq.io/deployment/installing.html)."
     )
 
 

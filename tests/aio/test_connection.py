@@ -51,6 +51,8 @@ def pub(topic: str, body: bytes) -> bytes:
 # ---------------------------------------------------------------- IDENTIFY
 
 
+@pytest.mark.slow
+@pytest.mark.one_backend
 async def test_identify_reply_is_exposed_and_honoured(nsqd_factory: Any, stats: Stats) -> None:
     nsqd = nsqd_factory(extra_args=["--max-rdy-count=200"])
     topic, channel = unique(), unique("c")
@@ -418,6 +420,7 @@ async def test_auth_without_publish_permission_fails_the_publish(
 # ---------------------------------------------------------------- liveness
 
 
+@pytest.mark.one_backend
 async def test_heartbeats_are_answered_on_an_idle_connection(nsqd: NsqdProcess) -> None:
     owner = Collector()
     async with connected(nsqd, owner, heartbeat_interval=1000) as conn:
@@ -427,6 +430,7 @@ async def test_heartbeats_are_answered_on_an_idle_connection(nsqd: NsqdProcess) 
         assert await conn.request(pub(unique(), b"still alive"), timeout=DEADLINE) == b"OK"
 
 
+@pytest.mark.one_backend
 async def test_frozen_nsqd_is_declared_dead_and_pending_requests_fail(
     nsqd: NsqdProcess,
 ) -> None:
@@ -443,6 +447,7 @@ async def test_frozen_nsqd_is_declared_dead_and_pending_requests_fail(
         assert len(owner.lost) == 1 and isinstance(owner.lost[0], NSQTimeoutError)
 
 
+@pytest.mark.one_backend
 async def test_an_idle_connection_wakes_about_once_per_heartbeat_not_per_tick(
     nsqd: NsqdProcess,
 ) -> None:
@@ -496,6 +501,7 @@ async def test_a_request_deadline_after_an_answered_one_is_still_enforced_on_tim
     conn.abort()
 
 
+@pytest.mark.one_backend
 async def test_silence_is_declared_within_two_heartbeat_intervals_as_before(
     nsqd: NsqdProcess,
 ) -> None:
@@ -516,6 +522,7 @@ async def test_silence_is_declared_within_two_heartbeat_intervals_as_before(
     assert 1.0 <= took <= 2.0 + 1.5, took  # at most 2 intervals after the last frame, + slack
 
 
+@pytest.mark.one_backend
 async def test_without_heartbeats_an_idle_connection_is_not_declared_dead(
     nsqd: NsqdProcess,
 ) -> None:

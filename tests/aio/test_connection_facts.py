@@ -21,6 +21,7 @@ from .fault_support import FAST_CLIENT
 pytestmark = pytest.mark.timeout(60)
 
 
+@pytest.mark.one_backend
 async def test_a_partial_frame_shows_in_buffered_bytes_until_the_connection_is_dropped(
     nsq_fault_proxy: FaultProxy,
 ) -> None:

@@ -1,8 +1,9 @@
 """Every asyncio call that takes a timeout returns or raises within it, whatever the fault.
 
 Table-driven: each Writer and Reader call against each fault of ``tests/deadline_support.py``
-(refused, blackholed, stalled, slowed, cut mid-call), on real nsqd and the embedded one behind a
-FaultProxy, timed on the call's own clock. The stated margin (``deadline_support.bound``):
+(refused, blackholed, stalled, slowed, cut mid-call), on real nsqd behind a FaultProxy (the
+embedded one with ``--nsq-backend=embedded``: the deadline is the client's, see ONE_BACKEND in
+tests/conftest.py), timed on the call's own clock. The stated margin (``deadline_support.bound``):
 ``timeout + 0.5 s + 20%``. A call that succeeds is as good as one that raises an NSQError: the
 bound is the promise here (what was stored is the fault tests' business).
 
@@ -38,7 +39,7 @@ from tests.deadline_support import (
 )
 from tests.support import unique, wait_for
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.one_backend]  # the client's deadlines
 
 T = 0.5  # the timeout of every call with one
 DIAL, READ = 0.3, 0.5  # dial_timeout and read_timeout (seconds) of the clients here

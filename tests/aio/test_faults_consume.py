@@ -126,6 +126,7 @@ async def run_faults(
             raise AssertionError(step)
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize(
     ("mode", "steps"),
     [
@@ -198,6 +199,7 @@ async def test_reader_consumes_through_network_faults(
     assert proxy.counters().connections_accepted >= 1 + len(steps) - ("slow" in steps)
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize("how", ["graceful_close", "close"])
 async def test_reader_close_during_a_stall_is_bounded(
     nsqd_factory: Any,

@@ -54,6 +54,7 @@ def only(writer: Writer) -> Connection:
     return conn
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize("delta", [1_000, 200_000])
 async def test_writer_drops_a_connection_jammed_by_a_damaged_size_field(
     nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy, stats: Stats, delta: int
@@ -80,6 +81,7 @@ async def test_writer_drops_a_connection_jammed_by_a_damaged_size_field(
     ledger.check(await drain(nsqd, topic, stats))
 
 
+@pytest.mark.one_backend
 async def test_writer_replaces_a_connection_that_acknowledges_nothing(
     nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy, stats: Stats
 ) -> None:
@@ -120,6 +122,7 @@ async def test_writer_protocol_error_on_a_response_that_is_not_ok(
     assert sorted(await drain(nsqd, topic, stats)) == [b"after", b"damaged ack", b"first"]
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize(
     "damage",
     [
@@ -187,6 +190,7 @@ READER_DAMAGE: list[tuple[str, Callable[[FaultProxy], object], Any]] = [
 ]
 
 
+@pytest.mark.one_backend
 async def test_reader_replaces_damaged_connections_and_finishes_everything(
     nsqd_factory: Any, nsq_fault_proxy_factory: ProxyFactory, stats: Stats
 ) -> None:

@@ -57,6 +57,7 @@ def _instant(action: Callable[[], object]) -> Iterator[None]:
     yield
 
 
+@pytest.mark.one_backend
 async def test_writer_publishes_through_cuts_stalls_and_refusals(
     nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy, stats: Stats
 ) -> None:

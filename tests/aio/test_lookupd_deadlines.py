@@ -20,7 +20,7 @@ from nsqclient.testing import FaultProxy
 from nsqclient.testing.backends import LookupdServer
 from tests.deadline_support import DURING_AFTER, FAULTS, Fault, check_bound
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.one_backend]  # the client's deadlines
 
 T = 0.5  # lookupd_poll_timeout, seconds
 #: refused, blackholed, slowed, cut mid-call (a lookupd's HTTP has no "connected" state to keep)

@@ -93,6 +93,8 @@ class Peak:
         )
 
 
+@pytest.mark.slow
+@pytest.mark.one_backend
 async def test_writer_through_an_outage_holds_its_bound_and_gives_it_back(
     nsq_backend: str, nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy
 ) -> None:
@@ -161,6 +163,8 @@ async def test_writer_through_an_outage_holds_its_bound_and_gives_it_back(
             )
 
 
+@pytest.mark.slow
+@pytest.mark.one_backend
 async def test_reader_through_cuts_and_stalls_holds_its_bound_and_gives_it_back(
     nsqd_factory: Callable[..., NsqdProcess], nsq_fault_proxy_factory: Callable[..., FaultProxy]
 ) -> None:

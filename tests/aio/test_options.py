@@ -87,10 +87,11 @@ def test_a_facade_checks_once_and_its_core_object_reuses_what_was_built(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from nsqclient.aio import options as options_module
+    from nsqclient.protocol.identify import IdentifyOptions  # imported where it is used
 
     identified: list[Config] = []
     contexts: list[Config] = []
-    real_identify = options_module.IdentifyOptions.from_config
+    real_identify = IdentifyOptions.from_config
     real_context = options_module.make_ssl_context
 
     def identify(config: Config) -> Any:
@@ -101,7 +102,7 @@ def test_a_facade_checks_once_and_its_core_object_reuses_what_was_built(
         contexts.append(config)
         return real_context(config)
 
-    monkeypatch.setattr(options_module.IdentifyOptions, "from_config", identify)
+    monkeypatch.setattr(IdentifyOptions, "from_config", identify)
     monkeypatch.setattr(options_module, "make_ssl_context", context)
     reader = SyncReader("t", "c", **GOOD)
     writer = SyncWriter(**GOOD)

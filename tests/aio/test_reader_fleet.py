@@ -37,6 +37,7 @@ def in_flight_sum(nsqds: list[NsqdProcess], topic: str, channel: str) -> int:
     return sum(int(channel_stats(n, topic, channel)["in_flight_count"]) for n in nsqds)
 
 
+@pytest.mark.one_backend
 async def test_more_nsqd_than_max_in_flight_all_drained_and_in_flight_within_budget(
     nsq_backend: str, nsqd_factory: NsqdFactory, make_reader: MakeReader
 ) -> None:

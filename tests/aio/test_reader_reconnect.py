@@ -152,6 +152,7 @@ async def test_close_cancels_pending_reconnects_and_polls(
     assert reader.is_closed
 
 
+@pytest.mark.one_backend
 async def test_sigstopped_nsqd_is_declared_dead_and_reconnected(
     nsqd: NsqdProcess, make_reader: MakeReader
 ) -> None:

@@ -29,6 +29,7 @@ def short_nsqd(nsqd_factory: NsqdFactory) -> NsqdProcess:
     return nsqd_factory(extra_args=[f"--msg-timeout={MSG_TIMEOUT:g}s"])
 
 
+@pytest.mark.one_backend
 @pytest.mark.slow  # counts one timeout of the untouched message in 5 s: nsqd's queue scan
 async def test_touch_keeps_a_message_past_msg_timeout(
     short_nsqd: NsqdProcess,
@@ -64,6 +65,7 @@ async def test_touch_keeps_a_message_past_msg_timeout(
     assert stats["response_errors"] == 0 and stats["received"] == 3
 
 
+@pytest.mark.one_backend
 @pytest.mark.slow
 async def test_auto_touch_keeps_a_slow_coroutine_handler_alive(
     short_nsqd: NsqdProcess,
@@ -90,6 +92,7 @@ async def test_auto_touch_keeps_a_slow_coroutine_handler_alive(
     assert reader.stats()["response_errors"] == 0
 
 
+@pytest.mark.one_backend
 @pytest.mark.slow
 async def test_auto_touch_stops_at_auto_touch_max(
     short_nsqd: NsqdProcess, make_reader: MakeReader
@@ -134,6 +137,7 @@ async def test_auto_touch_stops_at_auto_touch_max(
     assert channel_stats(nsqd, topic, channel)["depth"] == 0
 
 
+@pytest.mark.one_backend
 @pytest.mark.slow
 async def test_fin_after_the_message_timed_out_is_reported_not_fatal(
     nsqd: NsqdProcess,

@@ -100,6 +100,7 @@ async def test_fifty_waiting_publishes_share_one_dial(nsqd: NsqdProcess, proxy: 
         await writer.close()
 
 
+@pytest.mark.one_backend
 async def test_while_nsqd_stays_down_waiting_publishes_dial_at_a_bounded_rate(
     nsqd: NsqdProcess, proxy: FaultProxy
 ) -> None:
@@ -192,6 +193,7 @@ async def test_after_a_30s_outage_publishes_recover_within_1s_and_a_reader_withi
         await reader.graceful_close()
 
 
+@pytest.mark.one_backend
 async def test_a_reader_started_before_its_lookupd_subscribes_soon_after_it_comes_up(
     nsq_backend: str,
     nsqd_factory: NsqdFactory,

@@ -64,6 +64,7 @@ def _check(result: dict[str, Any]) -> None:
     assert (nsqd["message_count"], nsqd["depth"], nsqd["in_flight_count"]) == (MESSAGES, 0, 0)
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize(
     "options",
     [
@@ -80,6 +81,7 @@ def test_writer_and_reader_on_uvloop(nsqd: NsqdProcess, options: dict[str, Any])
     assert negotiated.deflate is bool(options.get("deflate"))
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize(
     "options",
     [

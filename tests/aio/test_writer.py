@@ -158,6 +158,7 @@ async def test_publish_to_a_frozen_nsqd_times_out(nsqd: NsqdProcess, stats: Stat
         assert await stats.message_count(nsqd, topic) == 2
 
 
+@pytest.mark.one_backend
 async def test_frozen_nsqd_is_dropped_after_two_heartbeats_and_the_writer_recovers(
     nsqd: NsqdProcess, stats: Stats
 ) -> None:
@@ -175,6 +176,7 @@ async def test_frozen_nsqd_is_dropped_after_two_heartbeats_and_the_writer_recove
         assert only_connection(writer) is not first
 
 
+@pytest.mark.one_backend
 async def test_idle_writer_answers_heartbeats(nsqd: NsqdProcess, stats: Stats) -> None:
     async with Writer([nsqd.tcp_address], heartbeat_interval=1000) as writer:
         conn = only_connection(writer)

@@ -26,6 +26,8 @@ def nowhere() -> str:
     return f"127.0.0.1:{free_port()}"
 
 
+@pytest.mark.slow
+@pytest.mark.one_backend
 async def test_with_no_tcp_connection_every_kind_of_publish_goes_over_http(
     nsqd: Any, stats: Stats
 ) -> None:

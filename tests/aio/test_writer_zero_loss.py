@@ -13,7 +13,7 @@ from nsqclient.testing.daemons import NsqdProcess
 
 from .conftest import DEADLINE, Stats, unique, wait_for
 
-pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(90), pytest.mark.slow, pytest.mark.one_backend]
 
 TOTAL = 100_000
 

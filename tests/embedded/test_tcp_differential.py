@@ -7,6 +7,7 @@ covers the state machine (§3), fatal vs non-fatal errors (§5) and the exact te
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import socket
@@ -246,10 +247,14 @@ async def test_command_cut_short(
     pair: tuple[NsqdProcess, ThreadedEmbeddedNsqd], name: str, eof: bool
 ) -> None:
     """EOF or the read deadline in the middle of a body: nsqd's "failed to read" error, then
-    close; in the middle of a line: just close."""
+    close; in the middle of a line: just close. Both servers at once: the read deadline is two
+    heartbeats (2 s) on each, waited for side by side rather than one after the other."""
     real, embedded = pair
-    expected = await _partial(real.tcp_address, PARTIAL[name], eof=eof)
-    assert await _partial(embedded.tcp_address, PARTIAL[name], eof=eof) == expected
+    expected, got = await asyncio.gather(
+        _partial(real.tcp_address, PARTIAL[name], eof=eof),
+        _partial(embedded.tcp_address, PARTIAL[name], eof=eof),
+    )
+    assert got == expected
 
 
 # -- how compressed output is cut into TLS records (nsqd's writes, see embedded/framing.py) --

@@ -4,15 +4,18 @@ Table-driven: the nsqd clients (async and blocking: ping, stats, pub, mpub; the 
 over nsqclient's own keep-alive wire, the others over httpx) and the lookupd clients (ping,
 lookup, nodes: what a Reader's discovery asks) against each fault of
 ``tests/deadline_support.py`` through a FaultProxy in front of the daemon's HTTP port, on real
-daemons and the embedded ones. The stated margin (``deadline_support.bound``): ``timeout +
-0.5 s + 20%``. ``timeout`` is the whole request (connect, send, every read), not each read: a
-server trickling a byte at a time must not stretch it.
+daemons (``one_backend``: the deadline is the client's, the daemon behind the proxy only
+stands by; ``--nsq-backend=embedded`` runs them on the embedded ones). The stated margin
+(``deadline_support.bound``): ``timeout + 0.5 s + 20%``. ``timeout`` is the whole request
+(connect, send, every read), not each read: a server trickling a byte at a time must not
+stretch it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +32,7 @@ from nsqclient.testing import FaultProxy
 from tests.deadline_support import FAULT_IDS, FAULTS, Clock, Fault, check_bound, during_call
 from tests.support import unique
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.one_backend]  # the client's deadlines
 
 T = 0.5  # every client's timeout here
 
@@ -53,6 +56,20 @@ async def _run(client: Any, call: Call) -> None:
         await result
 
 
+async def _warm(client: Any, call: Call) -> None:
+    """One call that succeeds before the fault (its kept-alive connection is what the fault
+    then meets): on a loaded machine the first may take longer than T, so it is tried again
+    (the timing under test is the faulted call's, not this one's)."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            await _run(client, call)
+            return
+        except NSQError:
+            if time.monotonic() > deadline:
+                raise
+
+
 async def _close(client: Any) -> None:
     if isinstance(client, NsqdHTTPClient | LookupdHTTPClient):
         await client.aclose()
@@ -63,7 +80,7 @@ async def _close(client: Any) -> None:
 async def _check(client: Any, proxy: FaultProxy, call: Call, fault: Fault, what: str) -> None:
     try:
         if fault.warm:  # a kept-alive connection, through the proxy, before the fault
-            await _run(client, call)
+            await _warm(client, call)
         fault.arm(proxy)
         with during_call(proxy, fault), Clock() as clock, contextlib.suppress(NSQError):
             await _run(client, call)

@@ -200,6 +200,8 @@ async def test_publish_timeout_and_connection_loss_give_their_error_type(
     assert telemetry.value("nsq.connection.reconnects") == stats["reconnects"] == 1
 
 
+@pytest.mark.slow
+@pytest.mark.one_backend
 async def test_a_lost_consumer_connection_ends_its_spans_and_is_counted_per_nsqd(
     nsqd: NsqdProcess, telemetry: Telemetry
 ) -> None:
@@ -266,6 +268,8 @@ async def test_give_ups_and_http_fallback_publishes_are_observed(
         assert telemetry.value("nsq.consumer.given_up.messages") == reader.stats()["given_up"] == 1
 
 
+@pytest.mark.slow
+@pytest.mark.one_backend
 async def test_a_message_nsqd_timed_out_is_counted_as_a_timeout_requeue(
     nsqd: NsqdProcess, telemetry: Telemetry
 ) -> None:

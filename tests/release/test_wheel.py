@@ -37,6 +37,7 @@ SUBPACKAGES = {
     "protocol",
     "sync",
     "testing",
+    "worker",
 }
 
 #: what ``nsqclient bench`` runs; the rest of the benchmarks is repository tooling (benchmarks/)

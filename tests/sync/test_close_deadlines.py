@@ -23,7 +23,7 @@ from nsqclient.testing.daemons import NsqdProcess
 from tests.deadline_support import FAULTS, SYNC_CLIENT, Clock, Fault, check_bound, during_call
 from tests.support import unique, wait_until
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.one_backend]  # the client's deadlines
 
 T = 0.5
 CLIENT: dict[str, Any] = {**SYNC_CLIENT, "publish_timeout": 10_000}  # longer than T

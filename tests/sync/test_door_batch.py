@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nsqclient.aio.window import Window
 from nsqclient.protocol import commands
 from nsqclient.sync.door_batch import DoorBatch, group
-from nsqclient.aio.window import Window
 from nsqclient.sync.ticket import Ticket
 
 pytestmark = pytest.mark.timeout(60)

@@ -111,6 +111,7 @@ def _interrupt(child: subprocess.Popen[str], nsqd: NsqdProcess, topic: str) -> N
     assert child.returncode != 0
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize("mode", ["exit", "exit-run"])
 def test_interpreter_exit_with_open_objects_does_not_hang_or_strand(
     nsqd: NsqdProcess, mode: str

@@ -103,6 +103,7 @@ def fault(proxy: FaultProxy, name: str) -> Iterator[None]:
         yield
 
 
+@pytest.mark.one_backend
 def test_sync_writer_publishes_through_network_faults(
     nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy
 ) -> None:
@@ -144,6 +145,7 @@ def test_sync_writer_publishes_through_network_faults(
     ledger.check(stored)
 
 
+@pytest.mark.one_backend
 def test_sync_reader_consumes_through_a_cut_a_stall_refusals_and_a_slow_link(
     nsqd_factory: Any, nsq_fault_proxy_factory: Any
 ) -> None:
@@ -216,6 +218,7 @@ def test_sync_reader_consumes_through_a_cut_a_stall_refusals_and_a_slow_link(
                 worker.join(10)
 
 
+@pytest.mark.one_backend
 def test_sync_writer_and_reader_close_during_a_stall(
     nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy
 ) -> None:

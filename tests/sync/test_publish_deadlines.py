@@ -32,7 +32,7 @@ from tests.deadline_support import (
 )
 from tests.support import unique
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.one_backend]  # the client's deadlines
 
 T = 0.5
 CLIENT: dict[str, Any] = SYNC_CLIENT

@@ -28,6 +28,8 @@ def _clients(nsqd: NsqdProcess, topic: str, channel: str) -> list[dict[str, Any]
     return list((stats or {}).get("clients") or [])
 
 
+@pytest.mark.slow
+@pytest.mark.one_backend
 @pytest.mark.parametrize(
     "options",
     [

@@ -46,6 +46,7 @@ def _publishers(
     return threads
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize("coalesce", [False, True], ids=["plain", "coalesced"])
 def test_sixteen_threads_publish_through_cuts_a_stall_and_refusals(
     nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy, coalesce: bool
@@ -75,6 +76,7 @@ def test_sixteen_threads_publish_through_cuts_a_stall_and_refusals(
     ledger.check(drain_bodies(nsqd, topic, message_count(nsqd, topic), **FAST))
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize("coalesce", [False, True], ids=["plain", "coalesced"])
 def test_a_stall_fails_each_blocked_publish_within_its_timeout_then_recovers(
     nsqd: NsqdProcess, nsq_fault_proxy: FaultProxy, coalesce: bool
@@ -295,6 +297,8 @@ def test_a_compressed_connection_is_written_by_the_loop(nsqd: NsqdProcess) -> No
     assert sorted(drain_bodies(nsqd, topic, 20)) == sorted(b"s%d" % i for i in range(20))
 
 
+@pytest.mark.slow
+@pytest.mark.one_backend
 def test_heartbeats_are_answered_while_threads_read_and_after(nsqd: NsqdProcess) -> None:
     """With 1 s heartbeats, threads that publish (and so read the connection themselves) and
     then fall idle (the loop reads again) keep the connection: nsqd would close it after two

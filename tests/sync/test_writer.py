@@ -22,6 +22,7 @@ from tests.support import wait_until
 from .support import DEADLINE, drain_bodies, frozen, message_count, unique
 
 
+@pytest.mark.one_backend
 def test_32_threads_every_message_acknowledged_once(nsqd: NsqdProcess) -> None:
     topic = unique()
     threads, per_thread = 32, 60
@@ -85,6 +86,7 @@ def test_local_validation_raises_in_the_calling_thread(nsqd: NsqdProcess) -> Non
         writer.pub(unique(), b"late")
 
 
+@pytest.mark.one_backend
 def test_backpressure_blocks_threads_while_nsqd_is_frozen(nsqd: NsqdProcess) -> None:
     """With nsqd SIGSTOPped, the Writer fills its pending window, then the bounded queue, then
     publishing threads block: none returns, memory stays flat while they keep trying. After
@@ -254,6 +256,7 @@ def test_cancelling_a_queued_pub_nowait_withdraws_it(nsqd: NsqdProcess) -> None:
     assert message_count(nsqd, topic) == 3
 
 
+@pytest.mark.one_backend
 def test_http_fallback_from_threads_when_no_tcp_connection_is_up(nsqd: NsqdProcess) -> None:
     """The facade hands publishes to the core Writer, whose HTTP fallback completes them: blocking
     calls and futures alike, from several threads, each message stored once."""

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from nsqclient.aio import Reader, Writer
-from nsqclient.http import NsqdHTTPClient
+from nsqclient.http import NsqdHTTPClient, SyncLookupdHTTPClient
 from nsqclient.sync import SyncWriter
 from nsqclient.testing.certs import CertBundle
+from tests.support import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -135,6 +136,15 @@ def test_module_with_lookupd_and_several_nsqd(servers: list[Server], tmp_path: P
     for address in tcp:
         with SyncWriter([address]) as writer:
             writer.pub("cli", address.encode())
+    # each nsqd registers the topic with lookupd on its own time; a Reader that asked before the
+    # second one did finds it only at its next poll (up to lookupd_poll_interval later), so wait
+    # until lookupd lists both, as the cluster fixtures do
+    with SyncLookupdHTTPClient(lookupd_http) as lookupd:
+        wait_until(
+            lambda: len(lookupd.lookup("cli").producers),
+            until=lambda found: found == len(tcp),
+            what="lookupd to list both nsqd for the topic",
+        )
     bodies = asyncio.run(consume(2, lookupd_http_addresses=[lookupd_http]))
     assert sorted(bodies) == sorted(a.encode() for a in tcp)
     code, rest = server.terminate()

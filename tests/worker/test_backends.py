@@ -36,8 +36,9 @@ def test_every_message_is_handled_once_across_processes(
     # the children's stats(), summed by the supervisor (each answers when asked)
     status, stats = run.wait_health(
         "/stats",
-        until=lambda answer: answer[1]["total"].get("finished") == COUNT,
-        what="/stats to count every FIN",
+        until=lambda answer: answer[1]["total"].get("finished") == COUNT
+        and answer[1]["total"].get("connections") == 2,  # (a child reconnecting counts 0)
+        what="/stats to count every FIN, each child connected",
     )
     assert status == 200 and stats["processes"] == 2
     assert sum(c["stats"]["finished"] for c in stats["children"]) == COUNT
