@@ -198,7 +198,7 @@ wing_tests=(
     tests/sync/test_recovery.py tests/sync/test_portal.py tests/flow/test_flow_turns.py
     tests/aio/test_connection.py tests/aio/test_writer.py tests/aio/test_writer_zero_loss.py
     tests/aio/test_writer_refusals.py tests/aio/test_publish_contract.py
-    tests/aio/test_publish_paths.py
+    tests/aio/test_publish_paths.py tests/test_threads_support.py
 )
 stress_tests=(
     tests/sync/test_thread_writes.py::test_sixteen_threads_publish_through_cuts_a_stall_and_refusals
