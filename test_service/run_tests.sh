@@ -188,7 +188,10 @@ fi
 # microsecond instead of every 5 ms, so a check-then-set that relies on not being interrupted
 # breaks there rather than once a month.
 # Both are skipped when extra arguments are given (they choose their own tests).
-# Measured (2 cores, warm caches): the free-threaded step FT_SECONDS, the switch-interval step SI_SECONDS.
+# Measured on this 2-core machine with 6 workers, shared (load average 2.7-4.9), warm caches,
+# .venv-ft made afresh each time, 3 rounds: python_ft.sh 0.1 s (first build: 4.5 min), .venv-ft
+# 9 s (cramjam's first build: 1 min 40 s, then from pip's wheel cache), pytest-3.13t 42-52 s
+# (263 tests), pytest-switch 14-18 s (16 tests): 70-75 s for both steps.
 wing_tests=(
     tests/sync/test_ticket.py tests/sync/test_interleavings.py tests/sync/test_door_batch.py
     tests/sync/test_wakes.py tests/sync/test_sharing.py tests/sync/test_publish_future.py
