@@ -78,9 +78,9 @@ class TurnsMachine(RuleBasedStateMachine):
         self.turns.settled_for_thread()
 
     @precondition(lambda self: self.reading and self.turns.state is not Turn.CLOSED)
-    @rule(head=HEADS, own=st.booleans())
-    def loop_read_ends(self, head: Head, own: bool) -> None:
-        self.own_pending = own
+    @rule(head=HEADS)
+    def loop_read_ends(self, head: Head) -> None:
+        own = self.own_pending
         before = self.turns.state
         actions = self.turns.read_ended(self.now, own, head)
         self._loop_acts(actions)
@@ -97,13 +97,18 @@ class TurnsMachine(RuleBasedStateMachine):
     def loop_completes_a_thread_publish_and_its_read_ends(self, head: Head) -> None:
         """The common way the turn passes (both events of one read)."""
         self.turns.settled_for_thread()
-        self.loop_read_ends(head, False)
+        self.loop_read_ends(head)
 
     @rule()
     def loop_sends_its_own_command(self) -> None:
         if self.turns.state is not Turn.CLOSED:
             self.hold_until = self.now + HOLD
+            self.own_pending = True  # its reply is pending until the loop reads it
         self._loop_acts(self.turns.loop_command(self.now))
+
+    @rule()
+    def the_loops_own_replies_came(self) -> None:
+        self.own_pending = False
 
     @precondition(lambda self: self.idle_armed)
     @rule()

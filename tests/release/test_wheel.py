@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -107,11 +108,21 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     root = tmp_path_factory.mktemp("packaging")
     assert not root.resolve().is_relative_to(REPO)
     dist = root / "dist"
+    # built from a copy of the checkout: setuptools writes its egg-info into the source tree,
+    # and two test workers building from the checkout itself at once broke each other's build
+    source = root / "source"
+    shutil.copytree(
+        REPO,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv*", ".bin", "__pycache__", "*.egg-info", "build", "dist", "site"
+        ),
+    )
     # the sdist first, then the wheel from the sdist (what `python -m build` does); the build
     # requirements (setuptools>=77) are in the dev extras, so no isolated build environment
     checked(
         subprocess.run(
-            [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(REPO)],
+            [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(source)],
             capture_output=True,
             text=True,
             timeout=90,
