@@ -4,6 +4,8 @@ read boundaries, the wire details nsqd relies on, and corrupt input."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -167,3 +169,22 @@ def test_flipped_byte_never_raises_anything_but_protocol_error(
 def test_codec_names() -> None:
     assert SnappyCodec().name == "snappy"
     assert DeflateCodec().name == "deflate"
+
+
+def test_python_snappy_loads_only_with_a_snappy_codec() -> None:
+    """Importing the client (both APIs, the test kit, the embedded server) and deflating load
+    neither python-snappy nor cramjam: on free-threaded CPython importing cramjam turns the GIL
+    on for the whole process, so only a snappy connection may pay that."""
+    code = (
+        "import sys\n"
+        "import nsqclient, nsqclient.aio, nsqclient.sync, nsqclient.testing.embedded\n"
+        "from nsqclient.protocol import DeflateCodec, SnappyCodec\n"
+        "DeflateCodec(6).compress(b'x')\n"
+        "print(sorted({'snappy', 'cramjam'} & set(sys.modules)))\n"
+        "SnappyCodec()\n"
+        "print(sorted({'snappy', 'cramjam'} & set(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.splitlines() == ["[]", "['cramjam', 'snappy']"], done.stderr

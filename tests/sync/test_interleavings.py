@@ -204,7 +204,8 @@ def loop_takes_reading_back(nsqd: NsqdProcess) -> Problems:
             # both replies wait in the socket for t1, unless the loop read them (a second
             # reader: invariant 1)
             _until(lambda: loop_reads or _unread(shared) >= 20, "both replies from nsqd")
-            if loop_reads or _on_loop(writer, shared._transport.is_reading):
+            reading = _on_loop(writer, shared._transport.is_reading)
+            if loop_reads or reading:  # (loop_reads read after: the loop may read meanwhile)
                 problems.append("the loop read while a thread held the turn")
             stop.release()
         t1.join()

@@ -287,6 +287,7 @@ def test_a_body_larger_than_the_socket_buffer(nsqd_factory: Any) -> None:
     assert message_count(nsqd, topic) == 1 + 8 + 50
 
 
+@pytest.mark.snappy
 def test_a_compressed_connection_is_written_by_the_loop(nsqd: NsqdProcess) -> None:
     topic = unique()
     with SyncWriter([nsqd.tcp_address], snappy=True) as writer:

@@ -29,24 +29,13 @@ if TYPE_CHECKING:
     from .channel import Message
     from .nsqd import EmbeddedNsqd
 
-__all__ = ["ClientConnection", "preload_codecs"]
+__all__ = ["ClientConnection"]
 
 MAX_LINE: Final = 16 * 1024
 _HEARTBEAT: Final = encode_response(b"_heartbeat_")
 _OK: Final = encode_response(b"OK")
 # a message frame's header in one pack: size, frame type, timestamp, attempts, id (then the body)
 _MESSAGE_FRAME: Final = struct.Struct(">IiqH16s")
-
-
-def preload_codecs(*, snappy: bool) -> None:
-    """Import python-snappy now, at start-up, instead of on the first snappy upgrade.
-
-    The codec imports it lazily; on a fresh server that import (2-7 ms) fell between the TLS
-    upgrade's ``OK`` and the snappy stream's first bytes, which nsqd writes back to back (0.1 ms).
-    A client that hands its snappy layer only what it has already read (pynsq) then broke.
-    """
-    if snappy:
-        SnappyCodec().compress(b"")
 
 
 class ClientConnection(ClientState, asyncio.Protocol):
