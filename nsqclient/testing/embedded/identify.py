@@ -17,8 +17,8 @@ from ...protocol.frames import encode_response
 from .wire import ClientError, int32_at
 
 if TYPE_CHECKING:
-    from .commands import Need, Result
-    from .connection import ClientConnection
+    from .bodies import Need, Result
+    from .client import ClientState
 
 __all__ = ["decode_identify", "handle_identify_body"]
 
@@ -105,7 +105,7 @@ def decode_identify(body: bytes) -> dict[str, Any]:
     return out
 
 
-def handle_identify_body(conn: ClientConnection) -> Generator[Need, bytes, Result]:
+def handle_identify_body(conn: ClientState) -> Generator[Need, bytes, Result]:
     opts = conn.nsqd.options
     size = int32_at((yield (4, "E_BAD_BODY", b"IDENTIFY failed to read body size")))
     if size > opts.max_body_size:
@@ -158,7 +158,7 @@ def handle_identify_body(conn: ClientConnection) -> Generator[Need, bytes, Resul
     return None
 
 
-def _apply(conn: ClientConnection, data: dict[str, Any]) -> None:
+def _apply(conn: ClientState, data: dict[str, Any]) -> None:
     """``clientV2.Identify``: set each attribute, failing on the first invalid value."""
     opts = conn.nsqd.options
     conn.client_id = data.get("client_id", "")
