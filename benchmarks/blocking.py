@@ -10,6 +10,13 @@ from 1 and 16 threads and with 16 futures outstanding per thread (the oldest wai
 all), gnsq's ``Producer.publish`` from 256 greenlets where gnsq is installed, and the asyncio
 ``Writer.pub`` with 256 concurrent awaits. Every publish waits for nsqd's OK.
 
+The other kinds of connection (nsqd is started with a test CA's certificate, so TLS is offered
+beside plain TCP): ``SyncWriter.pub`` from 1 and 16 threads over TLS, snappy and deflate, the
+asyncio ``Writer.pub`` over TLS, and the TLS floor (a socket each, IDENTIFY asking for TLS,
+``ssl``-wrapped, then PUB and a blocking ``recv`` of the OK). TLS cases are measured against the
+TLS floor; snappy and deflate are also given against the plain ``SyncWriter.pub`` of the same
+threads (what compression costs).
+
 Each case runs in a process of its own (so its CPU is its own, without interpreter start-up):
 the child measures msg/s, its CPU per message (user + system, every thread) and its context
 switches per message (voluntary + involuntary) over the timed part only. Rounds interleave the
@@ -31,6 +38,7 @@ import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -56,8 +64,21 @@ CASES: dict[str, tuple[str, int, str]] = {
     "sync-16-window": ("sync-window", 16, "SyncWriter.pub_nowait, 16 threads, 16 futures each"),
     "gnsq-256": ("gnsq", 256, "gnsq Producer.publish, 256 greenlets"),
     "aio-256": ("aio", 256, "asyncio Writer.pub, 256 concurrent"),
+    "floor-1-tls": ("floor-tls", 1, "no library, 1 thread, TLS (ssl-wrapped socket)"),
+    "floor-16-tls": ("floor-tls", 16, "no library, 16 threads, TLS, a socket each"),
+    "sync-1-tls": ("sync-tls", 1, "SyncWriter.pub, 1 thread, TLS"),
+    "sync-16-tls": ("sync-tls", 16, "SyncWriter.pub, 16 threads, TLS"),
+    "sync-1-snappy": ("sync-snappy", 1, "SyncWriter.pub, 1 thread, snappy"),
+    "sync-16-snappy": ("sync-snappy", 16, "SyncWriter.pub, 16 threads, snappy"),
+    "sync-1-deflate": ("sync-deflate", 1, "SyncWriter.pub, 1 thread, deflate"),
+    "sync-16-deflate": ("sync-deflate", 16, "SyncWriter.pub, 16 threads, deflate"),
+    "aio-256-tls": ("aio-tls", 256, "asyncio Writer.pub, 256 concurrent, TLS"),
 }
-FLOOR_OF = {1: "floor-1"}  # otherwise floor-16
+FLOOR_OF = {1: "floor-1"}  # otherwise floor-16; TLS cases: floor-1-tls, floor-16-tls
+#: the connection kinds beside plain TCP, as the suffix of a case's kind
+LAYERS = ("tls", "snappy", "deflate")
+#: the test CA's certificate, for the children's TLS cases (set by the parent)
+CA_ENV = "NSQCLIENT_BENCH_CA"
 #: set for a child that measures another checkout's nsqclient (``--before``)
 SOURCE_ENV = "NSQCLIENT_BENCH_SOURCE"
 
@@ -142,6 +163,63 @@ def run_floor(
     return _in_threads(threads, work, count)
 
 
+def _read_frame(sock: socket.socket) -> bytes:
+    head = b""
+    while len(head) < 4:
+        head += sock.recv(4 - len(head))
+    (size,) = struct.unpack(">l", head)
+    data = b""
+    while len(data) < size:
+        data += sock.recv(size - len(data))
+    return data
+
+
+def tls_floor_socket(address: str, ca: str) -> socket.socket:
+    """A bare TLS connection to nsqd: magic, IDENTIFY asking for TLS, the handshake, its OK."""
+    import ssl
+
+    host, port = address.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    body = json.dumps({"tls_v1": True, "feature_negotiation": True}).encode()
+    s.sendall(b"  V2IDENTIFY\n" + struct.pack(">l", len(body)) + body)
+    if not json.loads(_read_frame(s)[4:])["tls_v1"]:
+        raise RuntimeError("nsqd did not offer TLS")
+    tls = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname=host)
+    if _read_frame(tls)[4:] != b"OK":
+        raise RuntimeError("nsqd did not confirm TLS")
+    return tls
+
+
+def run_tls_floor(
+    address: str, topic: str, threads: int, count: int, body: bytes
+) -> dict[str, float]:
+    """The TLS floor: as :func:`run_floor`, each socket ssl-wrapped after IDENTIFY."""
+    ca = os.environ[CA_ENV]
+    command = b"PUB " + topic.encode() + b"\n" + struct.pack(">l", len(body)) + body
+    socks = [tls_floor_socket(address, ca) for _ in range(threads)]
+
+    def work(n: int) -> None:
+        s = socks.pop()
+        for _ in range(n):
+            s.sendall(command)
+            reply = s.recv(64)
+            while len(reply) < 10:
+                reply += s.recv(64)
+            if reply[8:10] != b"OK":
+                raise RuntimeError(f"nsqd answered {reply!r}")
+        s.close()
+
+    return _in_threads(threads, work, count)
+
+
+def client_options(layer: str | None) -> dict[str, Any]:
+    """A client's options for a connection kind (None: plain TCP)."""
+    if layer == "tls":
+        return {"tls_v1": True, "tls_ca_file": os.environ[CA_ENV]}
+    return {layer: True} if layer else {}
+
+
 def run_bare_shared(
     address: str, topic: str, threads: int, count: int, body: bytes, kind: str = "bare-shared"
 ) -> dict[str, float]:
@@ -164,14 +242,22 @@ def run_bare_shared(
 
 
 def run_sync(
-    address: str, topic: str, threads: int, count: int, body: bytes, kind: str
+    address: str,
+    topic: str,
+    threads: int,
+    count: int,
+    body: bytes,
+    kind: str,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     from nsqclient.sync import SyncWriter
+
+    options = options or {}
 
     if kind == "sync-script":  # as a script starts: no ``with``, no warm-up, connect included
         cpu0, cs0 = _usage()
         t0 = time.perf_counter()
-        script = SyncWriter([address])
+        script = SyncWriter([address], **options)
         try:
             for _ in range(count):
                 script.pub(topic, body)
@@ -184,7 +270,7 @@ def run_sync(
             "cpu_us": 1e6 * (cpu1 - cpu0) / count,
             "cs": (cs1 - cs0) / count,
         }
-    with SyncWriter([address], coalesce=kind == "sync-coalesce") as writer:
+    with SyncWriter([address], coalesce=kind == "sync-coalesce", **options) as writer:
         writer.pub(topic, body)  # connected and warm
 
         def work(n: int) -> None:
@@ -214,14 +300,19 @@ def run_sync(
 
 
 def run_aio(
-    address: str, topic: str, concurrency: int, count: int, body: bytes
+    address: str,
+    topic: str,
+    concurrency: int,
+    count: int,
+    body: bytes,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     import asyncio
 
     from nsqclient.aio import Writer
 
     async def main() -> dict[str, float]:
-        async with Writer([address]) as writer:
+        async with Writer([address], **(options or {})) as writer:
             await writer.pub(topic, body)
             each = count // concurrency
 
@@ -293,17 +384,28 @@ def available(name: str) -> bool:
     return probe.returncode == 0
 
 
+def _layer(kind: str) -> tuple[str, str | None]:
+    """A case's kind without its connection kind, and that (None: plain TCP)."""
+    for layer in LAYERS:
+        if kind.endswith("-" + layer):
+            return kind.removesuffix("-" + layer), layer
+    return kind, None
+
+
 def child(name: str, address: str, topic: str, count: int, size: int) -> dict[str, float]:
     kind, threads, _ = CASES[name]
+    kind, layer = _layer(kind)
     body = b"x" * size
+    if kind == "floor" and layer == "tls":
+        return run_tls_floor(address, topic, threads, count, body)
     if kind.startswith("floor"):
         return run_floor(address, topic, threads, count, body, kind)
     if kind.startswith("bare-"):
         return run_bare_shared(address, topic, threads, count, body, kind)
     if kind.startswith("sync"):
-        return run_sync(address, topic, threads, count, body, kind)
+        return run_sync(address, topic, threads, count, body, kind, client_options(layer))
     if kind == "aio":
-        return run_aio(address, topic, threads, count, body)
+        return run_aio(address, topic, threads, count, body, client_options(layer))
     return run_gnsq(address, topic, threads, count, body)
 
 
@@ -332,7 +434,19 @@ def _run_child(
 
 
 def _floor_name(name: str) -> str:
-    return FLOOR_OF.get(CASES[name.removesuffix(" (before)")][1], "floor-16")
+    kind, threads, _ = CASES[name.removesuffix(" (before)")]
+    if _layer(kind)[1] == "tls":
+        return "floor-1-tls" if threads == 1 else "floor-16-tls"
+    return FLOOR_OF.get(threads, "floor-16")
+
+
+def _plain_twin(name: str) -> str | None:
+    """The plain TCP case a compressed or TLS SyncWriter case is compared with."""
+    base = name.removesuffix(" (before)")
+    kind, layer = _layer(CASES[base][0])
+    if layer is None or not kind.startswith("sync"):
+        return None
+    return base.removesuffix("-" + layer)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -360,6 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(child(args.child, args.address, args.topic, args.messages, args.size)))
         return 0
 
+    from nsqclient.testing.certs import make_certs
     from nsqclient.testing.daemons import NsqdProcess
 
     names = [n.strip() for n in args.cases.split(",") if n.strip()]
@@ -371,10 +486,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in {_floor_name(n) for n in names} - set(names):
         names.insert(0, name)  # every ratio needs its floor
     runs: list[tuple[str, str | None]] = [(n, None) for n in names]
-    if args.before:
-        runs += [(f"{n} (before)", args.before) for n in names if CASES[n][0].startswith("sync")]
+    if args.before:  # (the asyncio face too: TLS is the connection's own now)
+        runs += [
+            (f"{n} (before)", args.before)
+            for n in names
+            if CASES[n][0].startswith(("sync", "aio"))
+        ]
     results: dict[str, list[dict[str, float]]] = {label: [] for label, _ in runs}
-    with NsqdProcess() as nsqd:
+    certs = make_certs(Path(tempfile.mkdtemp(prefix="nsqclient-bench-certs-")))
+    os.environ[CA_ENV] = str(certs.ca_cert)
+    with NsqdProcess(tls_cert=certs.server_cert, tls_key=certs.server_key) as nsqd:
         client_cpus: set[int] | None = None
         if args.pin:
             cpus = sorted(os.sched_getaffinity(0))
@@ -420,6 +541,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"| {desc} | {row['msg_per_s']:,.0f} | {row['msg_per_s'] / floor['msg_per_s']:.2f} "
             f"| {row['cpu_us']:.1f} | {row['cpu_us'] / floor['cpu_us']:.2f} | {row['cs']:.2f} |"
         )
+    twins = []
+    for row in rows:
+        label = str(row["case"])
+        twin = _plain_twin(label)
+        if twin is not None and label.endswith(" (before)"):
+            twin += " (before)"
+        if twin is not None and twin in by:
+            twins.append((label, twin))
+    if twins:
+        print("\n| kind against plain TCP | x rate of plain SyncWriter | x its CPU |")
+        print("| --- | ---: | ---: |")
+        for label, twin in twins:
+            row, plain = by[label], by[twin]
+            base = label.removesuffix(" (before)")
+            desc = CASES[base][2] + (" (before)" if label != base else "")
+            print(
+                f"| {desc} | {row['msg_per_s'] / plain['msg_per_s']:.2f} "
+                f"| {row['cpu_us'] / plain['cpu_us']:.2f} |"
+            )
     if skipped:
         print(f"\nnot installed, not run: {', '.join(skipped)}")
     if args.json:

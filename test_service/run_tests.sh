@@ -61,6 +61,11 @@
 # hogs beside them (before: the Reader's memory test failed 1 run in 3).
 # With extra arguments, both Pythons run exactly those arguments (plus the workers).
 #
+# Then two steps for the thread paths (issue 49; details at the steps below): the blocking
+# publish wing's tests on a free-threaded CPython 3.13 with the GIL off (test_service/python_ft.sh
+# builds it once into ~/.cache), and its many-thread stress tests on .venv's Python with
+# sys.setswitchinterval(1e-6). They are skipped when extra arguments are given.
+#
 # pytest's exit status 5 ("no tests collected") counts as a pass only when extra arguments were
 # given (a -k or path that selects nothing on one run is the caller's choice); without arguments
 # the suite must collect tests.
@@ -165,6 +170,73 @@ else
         echo "==> pytest-$minor: FAILED (could not bootstrap .venv-$minor with $second)"
         failed+=("pytest-$minor")
     fi
+fi
+
+# -- the thread paths without the GIL, and with a tiny switch interval (issue 49) ------------------
+# The blocking publish wing (nsqclient/sync: ticket, door, door_batch, reading, publish, future,
+# wakes, writer; nsqclient/aio: sharing, replies, window, connection; nsqclient/flow/turns) must
+# hold without the GIL: its tests run on a free-threaded CPython 3.13 (test_service/python_ft.sh
+# finds it or builds it once into ~/.cache, about 5 minutes; a cache hit costs nothing) in
+# .venv-ft (bootstrap.sh with test_service/requirements-ft.txt: about 9 s from pip's wheel cache),
+# against real nsqd. NSQCLIENT_TEST_NO_GIL=1 makes every test process (each xdist worker too)
+# check that the GIL is off from session start to end (tests/threads_support.py): an import that
+# turns it on (cramjam, python-snappy's backend) fails the run, naming the test and the module;
+# so the tests that negotiate snappy carry @pytest.mark.snappy and are deselected here. With
+# CI=true a missing or unbuildable 3.13t FAILS the run; elsewhere it is a warning.
+# Then the wing's many-thread stress tests run once on .venv's Python (which has a GIL) with
+# sys.setswitchinterval(1e-6) (NSQCLIENT_TEST_SWITCH_INTERVAL): threads switch about every
+# microsecond instead of every 5 ms, so a check-then-set that relies on not being interrupted
+# breaks there rather than once a month.
+# Both are skipped when extra arguments are given (they choose their own tests).
+# Measured on this 2-core machine with 6 workers, shared (load average 2.7-4.9), warm caches,
+# .venv-ft made afresh each time, 3 rounds: python_ft.sh 0.1 s (first build: 4.5 min), .venv-ft
+# 9 s (cramjam's first build: 1 min 40 s, then from pip's wheel cache), pytest-3.13t 42-52 s
+# (263 tests), pytest-switch 14-18 s (16 tests): 70-75 s for both steps.
+wing_tests=(
+    tests/sync/test_ticket.py tests/sync/test_interleavings.py tests/sync/test_door_batch.py
+    tests/sync/test_wakes.py tests/sync/test_sharing.py tests/sync/test_publish_future.py
+    tests/sync/test_nowait_result.py tests/sync/test_publish_deadlines.py
+    tests/sync/test_thread_writes.py tests/sync/test_writer.py tests/sync/test_writer_contract.py
+    tests/sync/test_faults_sync.py tests/sync/test_close_deadlines.py tests/sync/test_stats.py
+    tests/sync/test_recovery.py tests/sync/test_portal.py tests/flow/test_flow_turns.py
+    tests/aio/test_connection.py tests/aio/test_writer.py tests/aio/test_writer_zero_loss.py
+    tests/aio/test_writer_refusals.py tests/aio/test_publish_contract.py
+    tests/aio/test_publish_paths.py tests/test_threads_support.py
+    tests/sync/test_thread_kinds.py
+)
+stress_tests=(
+    tests/sync/test_thread_writes.py::test_sixteen_threads_publish_through_cuts_a_stall_and_refusals
+    tests/sync/test_thread_writes.py::test_a_close_from_another_thread_while_sixteen_publish
+    tests/sync/test_thread_writes.py::test_a_refused_publish_among_sixteen_threads_loses_nothing
+    tests/sync/test_thread_writes.py::test_coroutines_and_threads_publish_on_one_connection_at_once
+    tests/sync/test_nowait_result.py::test_sixteen_threads_waiting_on_futures_lose_nothing
+    tests/sync/test_nowait_result.py::test_a_refused_future_among_sixteen_threads_keeps_its_error
+    tests/sync/test_nowait_result.py::test_a_close_from_another_thread_while_threads_wait_on_futures
+    tests/sync/test_writer.py::test_32_threads_every_message_acknowledged_once
+    tests/sync/test_faults_sync.py::test_sync_writer_publishes_through_network_faults
+    tests/sync/test_publish_deadlines.py::test_sixteen_threads_each_within_their_timeout
+    tests/sync/test_thread_kinds.py::test_sixteen_threads_and_a_coroutine_on_one_connection
+)
+if ((${#pytest_args[@]})); then
+    echo "==> pytest-3.13t, pytest-switch: skipped (extra arguments given)"
+else
+    ft_python=""
+    if ft_python="$(bash test_service/python_ft.sh)" &&
+        PYTHON="$ft_python" NSQ_VENV=.venv-ft NSQ_REQUIREMENTS=test_service/requirements-ft.txt \
+            bash test_service/bootstrap.sh; then
+        step pytest-3.13t env -u PYTHON_GIL NSQCLIENT_TEST_NO_GIL=1 "$root/.venv-ft/bin/python" \
+            -m pytest "${parallel[@]}" --nsq-backend=real -m "not snappy" "${wing_tests[@]}"
+    else
+        message="no free-threaded CPython 3.13 (python3.13t) could be found or built, or its .venv-ft could not be made (see above; FT_PYTHON=/path/to/python3.13t names one)"
+        if [[ "${CI:-}" == "true" ]]; then
+            echo "==> pytest-3.13t: FAILED: $message"
+            failed+=("pytest-3.13t")
+        else
+            echo "==> pytest-3.13t: WARNING: skipped: $message" >&2
+        fi
+    fi
+    step pytest-switch env NSQCLIENT_TEST_SWITCH_INTERVAL=1e-6 "$bin/python" -m pytest \
+        "${parallel[@]}" --nsq-backend=real "${stress_tests[@]}"
 fi
 
 if ((${#failed[@]})); then

@@ -45,6 +45,7 @@ import pytest
 from nsqclient.testing import backends, plugin
 from nsqclient.testing.certs import CertBundle, make_certs
 from test_service.auth_server import ALLOW_ALL, AuthServer
+from tests import threads_support
 
 pytest_plugins = ["pytester"]
 
@@ -97,6 +98,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "proxy, timeouts, heartbeats, memory, threads) runs on real nsqd only, unless "
         "--nsq-backend=embedded asks for the embedded server; see ONE_BACKEND",
     )
+    config.addinivalue_line(
+        "markers",
+        "snappy: negotiates snappy, so it imports cramjam, which turns the GIL on for the whole "
+        "process on free-threaded CPython (run_tests.sh's free-threaded step deselects it)",
+    )
+    threads_support.configure(config)  # $NSQCLIENT_TEST_NO_GIL, $NSQCLIENT_TEST_SWITCH_INTERVAL
 
 
 def _backends_for(metafunc: pytest.Metafunc) -> list[str] | None:

@@ -193,15 +193,15 @@ class ReplyQueue:
             self.waiting_since = now
         return beats, len(events)
 
-    def take_lone_ok(self, waiter: ReplyWaiter, now: float) -> bool:
-        """One OK alone came, read by the thread of ``waiter``: True (taken off) if it heads
-        the FIFO, so the OK is its reply."""
+    def take_lone_ok(self, waiter: ReplyWaiter, now: float) -> int:
+        """One OK alone came, read by the thread of ``waiter``: if it heads the FIFO, the OK is
+        its reply: taken off, and the replies still pending after it (0 or more); -1 if not."""
         q = self._q
         if q and q[0][0] is waiter:
             q.popleft()
             self.waiting_since = now
-            return True
-        return False
+            return len(q)
+        return -1
 
     def due(self, now: float) -> list[ReplyWaiter]:
         """The waiters, not completed yet, whose deadline passed (they keep their slots: a late

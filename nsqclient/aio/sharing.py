@@ -41,6 +41,7 @@ import asyncio
 import os
 import select
 import socket
+import time
 from collections.abc import Callable
 from typing import Any, Final, Protocol, cast
 
@@ -59,6 +60,7 @@ __all__ = ["Shared", "ThreadSide"]
 
 _NOP: Final = commands.nop()
 _CONNECTED: Final = ConnectionState.CONNECTED
+_monotonic = time.monotonic
 _POLL_IN: Final = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 
 
@@ -193,19 +195,53 @@ class Shared:
         now: float,
         unwatched_deadline: float,
         take_turn: bool = False,
-    ) -> bool:
+    ) -> int:
         """Write ``data``, the commands of ``entries`` (put on the reply FIFO first, in
-        writing order); ``unwatched_deadline``: the earliest deadline no waiting thread looks at
-        (a ``pub_nowait``'s), which the loop's liveness timer must then cover. With
-        ``take_turn``, the calling thread also takes the turn to read if it is free (its reply
-        is next to come): True if it did."""
+        writing order), if threads may write now (:meth:`writable_wired`): -1 if not (nothing
+        done). ``unwatched_deadline``: the earliest deadline no waiting thread looks at (a
+        ``pub_nowait``'s), which the loop's liveness timer must then cover. With ``take_turn``,
+        the calling thread also takes the turn to read if it is free (its reply is next to
+        come): 1 if it did, else 0. (One call: this is every thread publish's way.)"""
         conn = self._conn
-        with self.guard:
+        if (
+            conn.state is not _CONNECTED
+            or conn._write_paused_at is not None
+            or self._sock is None
+            or self.turns.failed
+        ):
+            return -1  # (as writable_wired: the loop's way takes it)
+        guard = self.guard
+        guard.acquire()  # (not `with`: every thread publish is here; see window.Window.take)
+        try:
             self.replies.extend(entries, now)
-            took = take_turn and self.turns.take()
+            took = 1 if take_turn and self.turns.take() else 0
+        finally:
+            guard.release()
         if unwatched_deadline < conn._wake_at:  # (a stale look only arms it once more: the
             self._call(conn._arm_by, unwatched_deadline)  # loop checks again when it runs)
-        self.send_wired(data)
+        if self._encode is not None:  # compressed or TLS: encoded in writing order
+            self.send_wired(data)
+            return took
+        # -- send_wired(data), inlined: every plain thread publish is written here --
+        if (
+            conn._flush_scheduled
+            or conn._wbuf
+            or conn._wrest is not None
+            or conn._raw_rest
+            or self._transport.get_write_buffer_size()
+        ):  # behind the loop's bytes, written by its next flush
+            conn._queue_for_loop(data, raw=False)
+            return took
+        try:
+            n = self._sock.send(data)  # (not None: looked at above)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        except OSError as exc:
+            self._broken_wired(exc)
+            return took
+        if n < len(data):  # the socket's buffer is full: the loop writes the rest, first
+            conn._queue_for_loop(data[n:], raw=True)
+        # -- end --
         return took
 
     def send_wired(self, data: bytes) -> bool:
@@ -277,7 +313,12 @@ class Shared:
             return 0
         except OSError:
             return -1
-        return n if n else -1
+        if not n:
+            return -1
+        # the reading clock: written by whoever reads (one reader at a time: the turn), read by
+        # the loop's liveness check (a value a moment old only makes it look a moment later)
+        self._conn._last_read = self.turns.last_read = _monotonic()
+        return n
 
     def decode(self, data: bytes) -> list[Event]:
         """Frames out of bytes a thread read (the turn's holder owns the decompressor and the
@@ -296,14 +337,11 @@ class Shared:
             side.write_waiting()
         return self._conn.decode_clear(clear)
 
-    def read_locked(self, now: float, heartbeats: int) -> None:
-        """The holder decoded frames at ``now``, ``heartbeats`` of them heartbeats (then
-        answered with :meth:`answer_heartbeats_wired`, once it let go of the guard)."""
-        self._conn._last_read = now
-        self.turns.last_read = now
-        if heartbeats:
-            self.heartbeats += heartbeats
-            self._conn.heartbeats_received += heartbeats
+    def heartbeats_locked(self, heartbeats: int) -> None:
+        """The holder read ``heartbeats`` heartbeats (then answered with
+        :meth:`answer_heartbeats_wired`, once it let go of the guard)."""
+        self.heartbeats += heartbeats
+        self._conn.heartbeats_received += heartbeats
 
     def answer_heartbeats_wired(self, n: int) -> None:
         """Answer ``n`` heartbeats with NOPs, in order with the threads' writes."""

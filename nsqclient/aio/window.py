@@ -82,12 +82,15 @@ class Window:
             if holder is not None:
                 holder.slot = True
             return True
-        with lock:
+        lock.acquire()  # (not `with`: every publish takes a slot, and `with` makes two bound
+        try:  # methods per use)
             if self.used >= self.limit:
                 return False
             self.used += 1
             if holder is not None:
                 holder.slot = True
+        finally:
+            lock.release()
         return True
 
     def give(self, holder: SlotHolder | None = None) -> None:

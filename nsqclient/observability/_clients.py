@@ -14,41 +14,73 @@ With it on:
 * Reader ``async for`` / SyncReader iteration: a CONSUMER ``process`` span per message from
   delivery to its FIN or REQ (not current: no code runs "inside" it).
 * Every REQ: a count by reason.
+
+The observers use the instruments through :class:`Instruments` (a protocol: the
+:class:`~._instrumentation.Instrumentation` creates them, so this module imports nothing of it).
 """
 
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from opentelemetry import context, trace
-from opentelemetry.trace import Link, Span, SpanKind, StatusCode
+from opentelemetry.metrics import Histogram
+from opentelemetry.trace import Link, Span, SpanKind, StatusCode, Tracer
 
 from ..observer import Observer
-from ._envelope import extract_link
-from ._instrumentation import (
-    Instrumentation,
-    _report,
+from ._attributes import (
+    Key,
     consumer_attributes,
     error_type,
-    guarded,
     key_of,
     server_attributes,
     system_attributes,
 )
+from ._envelope import extract_link
+from ._guard import guarded, report
 
-__all__ = ["PublishObserver", "ReaderObserver", "attach", "observe"]
+__all__ = ["Instruments", "PublishObserver", "ReaderObserver", "attach", "observe"]
 
 
-def attach(instr: Instrumentation, client: Any) -> None:
+class Counts(Protocol):
+    """A count by attribute set (:class:`~._instrumentation.Tally`)."""
+
+    def add(self, amount: float, key: Key) -> None: ...
+
+
+class Instruments(Protocol):
+    """What of the :class:`~._instrumentation.Instrumentation` the observers use: whether
+    traces and metrics are on, the tracer, the instruments, and the registries of the
+    clients it watches (weakly held) that its observed metrics read."""
+
+    traces: bool
+    metrics: bool
+    tracer: Tracer
+    operation_duration: Histogram
+    process_duration: Histogram
+    _readers: weakref.WeakSet[Any]
+    _writers: weakref.WeakSet[Any]
+    _sync_readers: weakref.WeakSet[Any]
+    _sync_writers: weakref.WeakSet[Any]
+
+    @property
+    def sent_messages(self) -> Counts: ...
+
+    @property
+    def requeued(self) -> Counts: ...
+
+
+def attach(instr: Instruments, client: Any) -> None:
     """Instrument a client that exists already (its observer attribute set here)."""
     obs = observe(instr, client)
     if obs is not None:
         client._obs = obs
 
 
-def observe(instr: Instrumentation, client: Any) -> Observer | None:
+def observe(instr: Instruments, client: Any) -> Observer | None:
     """The observer for a new ``client``: a Writer's, SyncWriter's or Reader's; a SyncReader is
     only registered for its metrics (its core Reader reports the events): None. Idempotent."""
     from ..aio.reader import Reader
@@ -88,7 +120,7 @@ class _Send:
 
     __slots__ = ("count", "instr", "labels", "span", "start")
 
-    def __init__(self, instr: Instrumentation, labels: _Labels, count: int) -> None:
+    def __init__(self, instr: Instruments, labels: _Labels, count: int) -> None:
         self.labels = labels
         self.count = count
         self.instr = instr
@@ -157,7 +189,7 @@ class PublishObserver(Observer):
 
     __slots__ = ("_client", "_instr", "_labels")
 
-    def __init__(self, instr: Instrumentation, client: Any) -> None:
+    def __init__(self, instr: Instruments, client: Any) -> None:
         self._instr = instr
         self._client = client
         self._labels: dict[tuple[str, str], _Labels] = {}
@@ -166,7 +198,7 @@ class PublishObserver(Observer):
         try:
             return _Send(self._instr, _labels(self._labels, self._client, verb, topic), count)
         except Exception:
-            _report("publish span")
+            report("publish span")
             return None
 
     def publish_settled(self, token: Any, error: BaseException | None) -> None:
@@ -224,7 +256,7 @@ def _span_attributes(client: Any, msg: Any, attrs: dict[str, Any]) -> dict[str, 
 
 
 def _start_process(client: Any, msg: Any, attrs: dict[str, Any]) -> Span:
-    instr: Instrumentation = client._nsq_instr
+    instr: Instruments = client._nsq_instr
     link = extract_link(msg.body)
     return instr.tracer.start_span(
         f"process {client.topic}",
@@ -254,7 +286,7 @@ class _Process:
         attrs = self.attrs
         if exc is not None:
             attrs = {**attrs, "error.type": error_type(exc)}
-        instr: Instrumentation = self.client._nsq_instr
+        instr: Instruments = self.client._nsq_instr
         if instr.metrics:
             instr.process_duration.record(elapsed, attrs)
         span = self.span
@@ -273,7 +305,7 @@ def _start_handler(client: Any, msg: Any) -> _Process | None:
     try:
         return _Process(client, msg)
     except Exception:
-        _report("process span")
+        report("process span")
         return None
 
 
@@ -317,7 +349,7 @@ class ReaderObserver(Observer):
 
     __slots__ = ("_client", "_handler_mode", "_instr", "_spans")
 
-    def __init__(self, instr: Instrumentation, client: Any) -> None:
+    def __init__(self, instr: Instruments, client: Any) -> None:
         self._instr = instr
         self._client = client
         self._spans: dict[Any, Span] = {}

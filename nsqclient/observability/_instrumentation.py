@@ -11,17 +11,18 @@ Two kinds of metrics, so nothing is added per message that the clients do not co
   reconnects per nsqd, HTTP-fallback publishes, the sync facade's queues. The same numbers feed
   ``stats()`` and the metrics, so the two cannot disagree.
 
-Nothing here may raise into the application: every call into OpenTelemetry goes through
-:func:`guarded` (or a ``try``) and a failure is logged once at WARNING, then at DEBUG.
+Each client's observer (spans, recorded metrics) is made by :mod:`._clients`, which sees this
+class only through its ``Instruments`` protocol. Nothing here may raise into the application:
+every call into OpenTelemetry goes through :func:`~._guard.guarded` (or a ``try``) and a
+failure is logged once at WARNING, then at DEBUG.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -29,18 +30,11 @@ from opentelemetry.trace import Tracer
 
 from .. import __version__, observer
 from ..addresses import format_address
-from ._attributes import EXTRA
+from . import _clients
+from ._attributes import Key, consumer_attributes, server_attributes, system_attributes
+from ._guard import guarded, report
 
-__all__ = [
-    "SEMCONV_VERSION",
-    "Instrumentation",
-    "Tally",
-    "guarded",
-    "key_of",
-    "system_attributes",
-]
-
-log = logging.getLogger("nsqclient.observability")
+__all__ = ["SEMCONV_VERSION", "Instrumentation", "Tally"]
 
 #: the messaging semantic conventions followed (status "development" there)
 SEMCONV_VERSION = "1.27.0"
@@ -51,30 +45,6 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.
 
 #: the ``nsq.requeue.reason`` values of the client's own REQs ("timeout" is nsqd's, from stats)
 CLIENT_REQUEUE_REASONS = ("handler_failure", "neutral", "close")
-
-T = TypeVar("T")
-_failures = 0
-
-
-def _report(what: str) -> None:
-    global _failures
-    _failures += 1
-    level = logging.WARNING if _failures == 1 else logging.DEBUG
-    log.log(level, "nsqclient instrumentation failed (%s); the client goes on", what, exc_info=True)
-
-
-def guarded(what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
-    """``fn(*args, **kwargs)``, or None if it raised (logged): telemetry never breaks a client."""
-    try:
-        return fn(*args, **kwargs)
-    except Exception:
-        _report(what)
-        return None
-
-
-def error_type(exc: BaseException) -> str:
-    """``error.type``: the exception's class name (nsqclient's are stable and documented)."""
-    return type(exc).__qualname__
 
 
 class Instrumentation:
@@ -125,15 +95,11 @@ class Instrumentation:
 
     def attach(self, client: Any) -> None:
         """Instrument ``client`` (a Reader, Writer, SyncReader or SyncWriter). Idempotent."""
-        from . import _clients
-
         guarded("attach", _clients.attach, self, client)
 
     def observe(self, client: object) -> observer.Observer | None:
         """:class:`nsqclient.observer.ObserverFactory`: a new client's observer (called by
         the client as it is created, once this is installed)."""
-        from . import _clients
-
         return guarded("attach", _clients.observe, self, client)
 
     def install(self) -> None:
@@ -339,7 +305,7 @@ class Instrumentation:
                     key = tuple(sorted(attrs.items()))
                     sums[key] = sums.get(key, 0) + value
             except Exception:
-                _report(f"observing {name}")
+                report(f"observing {name}")
             return [Observation(v, dict(k)) for k, v in sums.items()]
 
         return callback
@@ -442,12 +408,9 @@ class Instrumentation:
                 yield system_attributes(), float(queue.full_waits)
 
 
-Key = tuple[tuple[str, Any], ...]
-
-
 class Tally:
     """A counter kept by attribute set until collection (thread-safe: SyncWriter publishes
-    from many threads). ``add(n, key)`` takes a key from :func:`key_of`, made once per
+    from many threads). ``add(n, key)`` takes a key from :func:`~._attributes.key_of`, made once per
     attribute set by the caller."""
 
     def __init__(self) -> None:
@@ -463,33 +426,3 @@ class Tally:
             counts = list(self._counts.items())
         for key, count in counts:
             yield dict(key), count
-
-
-def key_of(attrs: dict[str, Any]) -> Key:
-    return tuple(sorted(attrs.items()))
-
-
-def system_attributes() -> dict[str, Any]:
-    """``messaging.system`` and what :func:`~nsqclient.observability.set_attributes` added (a
-    new dict: the caller may add to it)."""
-    attrs: dict[str, Any] = {"messaging.system": "nsq"}
-    if EXTRA:
-        attrs.update(EXTRA)
-    return attrs
-
-
-def consumer_attributes(topic: str, channel: str) -> dict[str, Any]:
-    attrs = system_attributes()
-    attrs["messaging.destination.name"] = topic
-    attrs["messaging.consumer.group.name"] = channel
-    return attrs
-
-
-def server_attributes(address: str) -> dict[str, Any]:
-    """``server.address`` and ``server.port`` from ``host:port`` (IPv6 hosts in brackets)."""
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]")
-    try:
-        return {"server.address": host, "server.port": int(port)}
-    except ValueError:
-        return {"server.address": address}

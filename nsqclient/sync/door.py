@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .door_batch import Resend, group
-from .ticket import SENT, Ticket, claim_all, passed_deadline
+from .ticket import QUEUED, SENT, Ticket, claim_all, passed_deadline
 
 if TYPE_CHECKING:
     from ..aio.replies import Entry
@@ -80,7 +80,7 @@ class Wired:
     def __exit__(self, *exc_info: object) -> None:
         self._wire.release()
         door = self._door
-        if door._queue:
+        if door.queue:
             door.write_queued()
 
 
@@ -109,7 +109,8 @@ class Door:
         self.resend: Resend = doors.resend
         self.max_msg_size = doors.max_msg_size
         self._grouping = grouping
-        self._queue: collections.deque[Ticket] = collections.deque()
+        #: tickets waiting for the wire (group commit); its appends and pops are atomic
+        self.queue: collections.deque[Ticket] = collections.deque()
         self._on_way = 0  # coalescing writes unanswered (under the guard)
         self._lost = False  # the connection is gone (under the guard)
         self._lost_queue: list[Ticket] = []  # what it held then, spilled once the loop let go
@@ -128,55 +129,61 @@ class Door:
         if not self.window.take(ticket):
             return 0
         ticket.door = self
-        queue = self._queue
+        queue = self.queue
         wire = self.wire
-        if self._grouping is not None or queue or not wire.acquire(blocking=False):
+        if self._grouping is not None or queue or not wire.acquire(False):
             queue.append(ticket)
             self.write_queued()
             return 1
-        took = False
-        ended = spilled = False
+        took = 0
+        ended = False
         try:
-            shared = self.shared
             now = _monotonic()
             deadline = ticket.deadline
-            if self._lost or not shared.writable_wired():
-                spilled = True
+            if self._lost:
+                took = -1
             elif deadline <= now:
                 ended = True  # a passed deadline is never written
             else:
                 # nobody else has the ticket yet (it is on no queue or FIFO): its own thread
-                # sets it SENT, and its future running, without the window lock
+                # sets it SENT, and its future running, without the window lock, before the
+                # write makes it visible (a reader may end it at once). If the connection
+                # cannot take it after all, it goes the loop's way queued again (its future
+                # stays running: no longer cancellable, as one being sent)
                 future = ticket.future
                 if future is not None:
                     future.run_fresh()
                 ticket.state = SENT
-                self.sent += 1
                 # a blocking publish takes the turn to read its reply next, if it is free
-                took = shared.write_wired(
+                took = self.shared.write_wired(
                     [(ticket, deadline, ticket.data, True)],
                     ticket.data,
                     now,
                     _INF if future is None else deadline,
-                    take_turn=future is None,
+                    future is None,
                 )
+                if took < 0:
+                    ticket.state = QUEUED
+                else:
+                    self.sent += 1
         finally:
             wire.release()
+        spilled = took < 0
         if spilled:
             self._spill([ticket])
         elif ended and ticket.settle(passed_deadline()):
             ticket.notify()
         if queue:
             self.write_queued()
-        return 2 if took else 1
+        return 2 if took > 0 else 1
 
     def write_queued(self) -> None:
         """Write what threads queued (group commit), unless another holds the guard: it
         writes ours when it lets go (any thread)."""
-        queue = self._queue
+        queue = self.queue
         wire = self.wire
         while queue:
-            if not wire.acquire(blocking=False):
+            if not wire.acquire(False):
                 return
             ended: list[Ticket] = []
             spill: list[Ticket] = []
@@ -192,7 +199,7 @@ class Door:
                 return  # coalescing: whoever completes the write on its way writes the rest
 
     def _write_wired(self, ended: list[Ticket], spill: list[Ticket]) -> None:
-        queue = self._queue
+        queue = self.queue
         shared = self.shared
         if self._lost or not shared.writable_wired():
             while queue:
@@ -226,7 +233,7 @@ class Door:
             entries.append((write, deadline, write.data, True))
         self.sent += len(claimed)
         data = writes[0].data if len(writes) == 1 else b"".join(w.data for w in writes)
-        shared.write_wired(entries, data, now, unwatched)
+        shared.write_wired(entries, data, now, unwatched)  # (writable: looked at above)
 
     def _spill(self, tickets: list[Ticket]) -> None:
         """Hand unwritten tickets to the loop's way, their slots given back (outside the
@@ -251,7 +258,7 @@ class Door:
     def write_waiting(self) -> None:
         """Outside the guard (after holding it, or after a coalescing write ended): write
         what threads queued meanwhile."""
-        if self._queue:
+        if self.queue:
             self.write_queued()
 
     # -- aio.sharing.ThreadSide: the loop --
@@ -260,7 +267,7 @@ class Door:
         if self._lost_queue:
             spill, self._lost_queue = self._lost_queue, []
             self._spill(spill)
-        if self._queue:
+        if self.queue:
             self.write_queued()
 
     def lost(self) -> None:
@@ -268,14 +275,14 @@ class Door:
         what is queued goes the loop's way once the loop lets go of the guard."""
         self._lost = True
         self._on_way = 0
-        queue = self._queue
+        queue = self.queue
         while queue:
             self._lost_queue.append(queue.popleft())
         self._doors.closed(self)
 
     @property
     def queued(self) -> int:
-        return len(self._queue)
+        return len(self.queue)
 
 
 class Doors:

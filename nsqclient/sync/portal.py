@@ -230,8 +230,8 @@ def wait_future(future: concurrent.futures.Future[T], timeout: float | None) -> 
             try:
                 return future.result(remaining)
             except TimeoutError:  # concurrent.futures.TimeoutError is TimeoutError since 3.11
-                if future.done():
-                    raise  # the coroutine's own TimeoutError (e.g. NSQTimeoutError), as is
+                if future.done():  # the coroutine's own TimeoutError (e.g. NSQTimeoutError),
+                    return future.result()  # raised as is; or it ended just after the slice
     except BaseException:
         if not future.done():
             future.cancel()

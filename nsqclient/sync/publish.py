@@ -252,7 +252,9 @@ class PublishQueue:
 
     def _earliest(self) -> float:
         earliest = _INF
-        for ticket in list(self._items):
+        with self._lock:  # threads append meanwhile: without the GIL, list() of a deque another
+            items = list(self._items)  # thread grows raises "deque mutated during iteration"
+        for ticket in items:
             if ticket.state is QUEUED and ticket.deadline < earliest:
                 earliest = ticket.deadline
         return earliest

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..errors import NSQError, NSQTimeoutError, ProtocolError
 from ..flow.turns import CLOSE_SOCKET, RESUME, WAKE, Head, Turn
 from ..protocol.frames import OK, OK_FRAME, Event
-from .ticket import DONE, QUEUED, Ticket, settle_acknowledged
+from .ticket import DONE, QUEUED, Ticket, resolve, settle_acknowledged
 from .wakes import Waker, wake_each
 
 if TYPE_CHECKING:
@@ -92,17 +92,20 @@ def read_for(door: Door, me: Ticket, remaining: float, took: bool = False) -> bo
             if n == 10 and plain and buffer.startswith(OK_FRAME) and not decoder.buffered:
                 # one OK alone: no decoding; and when it is this thread's own, a script's
                 # whole round trip ends here
-                now = _monotonic()
-                with guard:
-                    mine = replies.take_lone_ok(me, now)
+                now = turns.last_read  # (read's own clock)
+                guard.acquire()  # (not `with`: a script's every publish; see Window.take)
+                try:
+                    left = replies.take_lone_ok(me, now)
+                    mine = left >= 0
                     if mine:
-                        shared.read_locked(now, 0)
                         door.read += 1
-                        if replies:
+                        if left:
                             actions, wake = _release_locked(door, me)
                         else:  # nothing else pending (a script's publish): the turn stays
                             actions = turns.release(_NONE)  # open
                         held = False
+                finally:
+                    guard.release()
                 if mine:
                     if me.settle(None) and me.future is not None:
                         later.append(me)  # (resolved once the turn is let go, below)
@@ -117,13 +120,14 @@ def read_for(door: Door, me: Ticket, remaining: float, took: bool = False) -> bo
                         held = False
                     shared.damaged(exc)
                     break
-            now = _monotonic()
+            now = turns.last_read  # (read's own clock)
             done: list[Any] = []
             acked: list[Ticket] = []
             with guard:
                 beats, stop = replies.take_for_thread(events, now, done)
-                shared.read_locked(now, beats)
-                beats_due += beats
+                if beats:
+                    shared.heartbeats_locked(beats)
+                    beats_due += beats
                 if done:  # Tickets and DoorBatches: SharedWaiters of this facade
                     acked = settle_acknowledged(done)
                     door.read += len(acked)
@@ -158,9 +162,13 @@ def read_for(door: Door, me: Ticket, remaining: float, took: bool = False) -> bo
         shared.act(actions, handed)
     if wake is not None:
         wake.wake()
-    door.write_waiting()
+    if door.queue:  # queued while this thread held the wire (answering heartbeats)
+        door.write_queued()
     for ticket in later:
-        ticket.notify()
+        if ticket is me:  # its own future: resolved here, no wake-up byte to itself
+            resolve(ticket.future, ticket.error)  # type: ignore[arg-type]
+        else:
+            ticket.notify()
     return True
 
 
@@ -274,23 +282,28 @@ def wait_answer(ticket: Ticket, end: float, waker: Waker) -> None:
     door = ticket.door
     future = ticket.future
     assert future is not None
-    ended = ticket.watch(waker)
+    watching = False  # the waker set on the ticket (only before this thread sleeps: a thread
+    # that reads its own reply needs no wake-up)
     try:
         while future._state not in _RESOLVED:
             remaining = end - _monotonic()
             if remaining <= 0:
                 break
-            if not ended and door is not None and ticket.state is not DONE:
+            if door is not None and ticket.state is not DONE:
                 if ticket.state is QUEUED:
                     door.write_queued()
                 if read_for(door, ticket, remaining):
                     continue
+            if not watching:
+                watching = True
+                if ticket.watch(waker):  # ended meanwhile: resolved, or about to be
+                    continue  # (its notifier sees the waker now, or saw the end first)
             waker.wait(remaining)
     finally:
-        if ticket.state is not DONE:  # (ended: notified already, or about to be; a wake-up
-            ticket.watch(None)  # byte left for this thread then only costs it a second look)
-            if door is not None:
-                leave(door)  # the turn must not pass to no one
+        if watching and ticket.state is not DONE:
+            ticket.watch(None)  # (ended: a wake-up byte left only costs a second look)
+        if ticket.state is not DONE and door is not None:
+            leave(door)  # the turn must not pass to no one
 
 
 def _interrupted() -> NSQError:

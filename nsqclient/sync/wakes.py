@@ -48,6 +48,18 @@ def _timeval(seconds: float) -> bytes:
     return struct.pack("ll", whole, int((seconds - whole) * 1e6) or 1)
 
 
+class _End(socket.socket):
+    """One end of a waker's socket pair, closed quietly when collected. A thread's waker is
+    usually freed with its thread (and :meth:`Waker.__del__` closes both ends); one a reference
+    cycle reaches (a kept traceback that saw it) is freed by the garbage collector, which may
+    finalize the sockets before the waker: a plain socket then warns "unclosed socket"."""
+
+    __slots__ = ()
+
+    def __del__(self) -> None:
+        self.close()
+
+
 class Waker:
     """One thread's wake-up line: the thread waits in :meth:`wait`, the loop calls :meth:`wake`.
 
@@ -58,7 +70,8 @@ class Waker:
     __slots__ = ("_in", "_out", "_wait", "pid")
 
     def __init__(self) -> None:
-        self._in, self._out = socket.socketpair()
+        a, b = socket.socketpair()
+        self._in, self._out = _End(fileno=a.detach()), _End(fileno=b.detach())
         self._out.setblocking(False)
         self._wait = _SLICE
         self._in.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(_SLICE))

@@ -32,8 +32,8 @@ from .future import PublishFuture
 from .lifecycle import FacadeLifecycle
 from .portal import LoopThread
 from .publish import Loopway, PublishQueue
-from .reading import wait
-from .ticket import Ticket
+from .reading import read_for, wait
+from .ticket import DONE, Ticket
 
 if TYPE_CHECKING:
     from ..aio.window import Window
@@ -134,6 +134,7 @@ class SyncWriter(FacadeLifecycle):
             ),
         )
         self._unreachable = seam.unreachable
+        self._not_sent_error = self._not_sent  # (bound once: it is passed on every publish)
         return writer, queue, doors, window
 
     # ------------------------------------------------------------------ publishing
@@ -208,7 +209,7 @@ class SyncWriter(FacadeLifecycle):
         token = None if obs is None else obs.publish_started(verb, topic, count)
         try:
             ticket, took = self._send(encode(self._core()), count, timeout)
-            wait(ticket, took, self._not_sent)
+            wait(ticket, took, self._not_sent_error)
         except BaseException as exc:
             if obs is not None:
                 obs.publish_settled(token, exc)
@@ -266,7 +267,11 @@ class SyncWriter(FacadeLifecycle):
             ticket, took = self._send(
                 commands.pub(topic, body, max_msg_size=self._writer.max_msg_size), 1, timeout
             )
-            wait(ticket, took, self._not_sent)
+            if took:  # its reply is next to come, and this thread reads it (a script's way)
+                read_for(ticket.door, ticket, ticket.deadline - _monotonic(), True)
+                if ticket.state is DONE and ticket.error is None:
+                    return
+            wait(ticket, False, self._not_sent_error)
             return
         self._call("pub", topic, 1, partial(_pub, topic, body), timeout)
 

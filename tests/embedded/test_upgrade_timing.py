@@ -108,19 +108,31 @@ def test_the_snappy_stream_follows_the_tls_ok_at_once_on_a_fresh_server(
     assert min(gaps) < GAP_S, f"{kind}: gaps after the TLS OK {[f'{g * 1e3:.2f} ms' for g in gaps]}"
 
 
-def test_the_embedded_server_imports_snappy_before_its_first_client() -> None:
-    """The cause, checked without a clock: a started server has python-snappy loaded."""
+def test_the_embedded_server_imports_snappy_for_a_snappy_client_before_its_reply() -> None:
+    """The cause, checked without a clock: python-snappy is loaded once an IDENTIFY agrees to
+    snappy, before its reply goes out, and not before: neither at start nor for a client without
+    snappy (on free-threaded CPython its backend, cramjam, turns the GIL on for the process)."""
     code = (
-        "import asyncio, sys\n"
+        "import asyncio, json, sys\n"
         "from nsqclient.testing.embedded import EmbeddedNsqd\n"
+        "async def identify(port, snappy):\n"
+        "    reader, writer = await asyncio.open_connection('127.0.0.1', port)\n"
+        "    body = json.dumps({'feature_negotiation': True, 'snappy': snappy}).encode()\n"
+        "    writer.write(b'  V2IDENTIFY\\n' + len(body).to_bytes(4, 'big') + body)\n"
+        "    size = int.from_bytes(await reader.readexactly(4), 'big')\n"
+        "    reply = json.loads((await reader.readexactly(size))[4:])\n"
+        "    loaded = 'snappy' in sys.modules\n"
+        "    writer.close()\n"
+        "    return reply['snappy'], loaded\n"
         "async def main():\n"
-        "    before = 'snappy' in sys.modules\n"
         "    nsqd = await EmbeddedNsqd(tcp_port=0, http_port=0).start()\n"
-        "    print(before, 'snappy' in sys.modules)\n"
+        "    print('snappy' in sys.modules, *await identify(nsqd.tcp_port, False))\n"
+        "    print(*await identify(nsqd.tcp_port, True))\n"
         "    await nsqd.stop()\n"
         "asyncio.run(main())\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
     )
-    assert done.stdout.split() == ["False", "True"], done.stderr
+    # (started, plain client's reply, loaded after it), then (snappy client's reply, loaded)
+    assert done.stdout.split() == ["False", "False", "False", "True", "True"], done.stderr

@@ -4,6 +4,8 @@ read boundaries, the wire details nsqd relies on, and corrupt input."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -201,3 +203,22 @@ def test_a_damaged_snappy_chunk_header_is_refused_at_once(header: bytes) -> None
     with pytest.raises(ProtocolError, match="corrupt snappy stream"):
         for byte in header + b"\x00":  # one byte at a time: refused once the header is whole
             codec.decompress(bytes([byte]))
+
+
+def test_python_snappy_loads_only_with_a_snappy_codec() -> None:
+    """Importing the client (both APIs, the test kit, the embedded server) and deflating load
+    neither python-snappy nor cramjam: on free-threaded CPython importing cramjam turns the GIL
+    on for the whole process, so only a snappy connection may pay that."""
+    code = (
+        "import sys\n"
+        "import nsqclient, nsqclient.aio, nsqclient.sync, nsqclient.testing.embedded\n"
+        "from nsqclient.protocol import DeflateCodec, SnappyCodec\n"
+        "DeflateCodec(6).compress(b'x')\n"
+        "print(sorted({'snappy', 'cramjam'} & set(sys.modules)))\n"
+        "SnappyCodec()\n"
+        "print(sorted({'snappy', 'cramjam'} & set(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.splitlines() == ["[]", "['cramjam', 'snappy']"], done.stderr

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from nsqclient.testing.certs import CertBundle
 
 
@@ -72,7 +74,15 @@ TLS = Kind("tls", tls=True, reply=30)
 SNAPPY = Kind("snappy", codec="snappy", reply=18)
 DEFLATE = Kind("deflate", codec="deflate", reply=8)
 TLS_DEFLATE = Kind("tls-deflate", tls=True, codec="deflate", reply=30)
-TLS_SNAPPY = Kind("tls-snappy", tls=True, codec="snappy", reply=30)
+
+
+def params(*kinds: Kind) -> list[Any]:
+    """``kinds`` as pytest parameters named for them; snappy ones marked ``snappy`` (cramjam
+    turns the GIL on: the free-threaded CI step deselects them)."""
+    return [
+        pytest.param(k, id=k.name, marks=[pytest.mark.snappy] if k.codec == "snappy" else [])
+        for k in kinds
+    ]
 
 
 # -- a TLS 1.3 KeyUpdate, asked of an SSL object through OpenSSL itself --------------------------

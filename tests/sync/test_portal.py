@@ -5,6 +5,7 @@ managers, and interpreter exit with open objects."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from typing import Any
 
@@ -20,7 +21,7 @@ from nsqclient.errors import (
     NSQTimeoutError,
 )
 from nsqclient.sync import SyncReader, SyncWriter, get_loop, run_in_loop
-from nsqclient.sync.portal import LoopThread
+from nsqclient.sync.portal import LoopThread, wait_future
 from nsqclient.testing.daemons import NsqdProcess
 from tests.support import wait_until
 
@@ -292,3 +293,21 @@ def test_sync_objects_expose_the_core_objects(nsqd: NsqdProcess) -> None:
         assert all(isinstance(c, Connection) for c in writer.aio.connections)
         assert writer.stats()["queued"] == 0
         assert reader.stats()["state"] == "running"
+
+
+def test_a_result_that_arrives_just_after_a_wait_slice_is_returned() -> None:
+    """wait_future waits in slices; a future that ends right after a slice timed out (the loop
+    thread runs in parallel without the GIL: seen on 3.13t) returns its result, not the slice's
+    bare TimeoutError."""
+
+    class LateFuture(concurrent.futures.Future[str]):
+        def result(self, timeout: float | None = None) -> str:
+            if self.done():
+                return super().result(timeout)
+            try:
+                return super().result(0)
+            except TimeoutError:
+                self.set_result("closed")  # the loop ends it now, after the slice's timeout
+                raise
+
+    assert wait_future(LateFuture(), 1.0) == "closed"

@@ -7,9 +7,9 @@ the turn), as on plain TCP; and each keeps the wing's contracts with what the ki
 * a script's publishes are written and read by its thread, ``pub_nowait`` futures too, on
   every kind (both backends);
 * sixteen threads (blocking, MPUB, futures) and a coroutine on one connection of each kind,
-  with AUTH, TLS with a CA and a verified client certificate, under
-  ``sys.setswitchinterval(1e-6)`` (CPython switches threads far more often): every publish
-  acknowledged once and stored once, no connection lost;
+  with AUTH, TLS with a CA and a verified client certificate (CI runs it again under
+  ``sys.setswitchinterval(1e-6)``, run_tests.sh's stress step: CPython then switches threads
+  far more often): every publish acknowledged once and stored once, no connection lost;
 * a cut in the middle of a TLS record, read by a thread or by the loop: what was pending fails
   as maybe sent, the connection is replaced, publishing goes on;
 * a damaged stream (bytes lost on the way from nsqd) on TLS, snappy and deflate: what was
@@ -28,9 +28,8 @@ import asyncio
 import collections
 import concurrent.futures
 import ssl
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -49,6 +48,7 @@ from .kinds_support import (
     TLS_DEFLATE,
     Kind,
     key_update_owed,
+    params,
     request_key_update,
     request_session_ticket,
 )
@@ -63,23 +63,11 @@ QUICK = {"reconnect_delay": 50, "max_reconnect_delay": 250}
 NsqdFactory = Callable[..., Any]
 
 
-@pytest.fixture
-def tiny_switch_interval() -> Iterator[None]:
-    """``sys.setswitchinterval(1e-6)`` for the test: CPython hands the GIL to another thread
-    far more often than every 5 ms, so the wing's races meet far more interleavings."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
-
-
 def _writer(address: str, kind: Kind, certs: CertBundle, **options: Any) -> SyncWriter:
     return SyncWriter([address], **kind.options(certs), **options)
 
 
-@pytest.mark.parametrize("kind", [TLS, SNAPPY, DEFLATE, TLS_DEFLATE], ids=lambda k: k.name)
+@pytest.mark.parametrize("kind", params(TLS, SNAPPY, DEFLATE, TLS_DEFLATE))
 def test_a_script_writes_and_reads_its_publishes_itself_on_every_kind(
     nsqd_factory: NsqdFactory, tls_certs: CertBundle, kind: Kind
 ) -> None:
@@ -127,13 +115,12 @@ class Ledger:
 
 
 @pytest.mark.one_backend
-@pytest.mark.parametrize("kind", [TLS, SNAPPY, DEFLATE], ids=lambda k: k.name)
+@pytest.mark.parametrize("kind", params(TLS, SNAPPY, DEFLATE))
 def test_sixteen_threads_and_a_coroutine_on_one_connection(
     nsqd_factory: NsqdFactory,
     tls_certs: CertBundle,
     auth_server: Any,
     kind: Kind,
-    tiny_switch_interval: None,
 ) -> None:
     """Twelve threads publishing blocking, two MPUB, two with eight ``pub_nowait`` futures
     out at a time, and a coroutine on the loop, all on one connection with AUTH (and TLS with
@@ -244,7 +231,7 @@ def test_a_cut_in_the_middle_of_a_tls_record(
 
 
 @pytest.mark.one_backend
-@pytest.mark.parametrize("kind", [TLS, SNAPPY, DEFLATE], ids=lambda k: k.name)
+@pytest.mark.parametrize("kind", params(TLS, SNAPPY, DEFLATE))
 def test_a_damaged_stream_fails_what_is_pending_and_reconnects(
     nsqd_factory: NsqdFactory,
     tls_certs: CertBundle,

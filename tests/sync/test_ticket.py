@@ -142,13 +142,29 @@ TestTicket.settings = settings(max_examples=200, stateful_step_count=40, deadlin
 # -- races, in real threads, every interleaving up to a depth --
 
 
+class _NoLock:
+    """A lock that locks nothing (the race a test is about)."""
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        return True
+
+    def release(self) -> None:
+        return None
+
+    def __enter__(self) -> bool:
+        return True
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
 @contextlib.contextmanager
 def _no_window_lock() -> Any:
     """The same code, the window lock taken away (a no-op): the race a test is about."""
     original = Window.share
 
     def share(self: Window, lock: Any, notify: Any) -> None:
-        original(self, contextlib.nullcontext(), notify)
+        original(self, _NoLock(), notify)
 
     Window.share = share  # type: ignore[method-assign]
     try:

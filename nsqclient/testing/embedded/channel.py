@@ -8,6 +8,8 @@ deferred. In-flight and deferred messages sit in heaps with lazy deletion (FIN c
 by default nsqd's queue scan (:mod:`.queuescan`) calls :meth:`Channel.process_in_flight` and
 :meth:`Channel.process_deferred`, as nsqd's ``queueScanWorker`` does; with the broker's
 ``scanner`` unset (``precise_timeouts``) one exact loop timer per heap moves them instead.
+A channel sees its topic's broker through :class:`ChannelBroker` (a protocol: the topic module
+makes channels, so this one imports nothing of it).
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from collections import deque
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from .topic import Broker
+    from .queuescan import QueueScanner
 
-__all__ = ["Channel", "Consumer", "Message"]
+__all__ = ["Channel", "ChannelBroker", "Consumer", "Message"]
 
 _seq = itertools.count()
 
@@ -73,10 +75,24 @@ class Consumer(Protocol):
     def close_by_server(self) -> None: ...
 
 
+class ChannelBroker(Protocol):
+    """What a channel uses of its :class:`~.topic.Broker`: the loop, the limits, whether the
+    queue scan runs (else the channel's own timers), and deleting a channel (an ephemeral
+    one, when its last client leaves)."""
+
+    loop: asyncio.AbstractEventLoop
+    mem_queue_size: int
+    max_channel_consumers: int
+    max_msg_timeout: float
+    scanner: QueueScanner | None
+
+    def delete_channel(self, topic_name: str, channel_name: str) -> bool: ...
+
+
 class Channel:
     """Queue + in-flight + deferred for one topic/channel pair."""
 
-    def __init__(self, broker: Broker, topic_name: str, name: str) -> None:
+    def __init__(self, broker: ChannelBroker, topic_name: str, name: str) -> None:
         self.broker = broker
         self.topic_name = topic_name
         self.name = name

@@ -1,27 +1,65 @@
 """What nsqd knows about one client apart from its socket: IDENTIFY attributes and counters.
 
 The attributes IDENTIFY sets (durations in seconds, ``output_buffer_timeout`` in ms), the RDY
-and in-flight bookkeeping the channels drive, and the counters ``/stats`` reports.
-:class:`~.connection.ClientConnection` adds the transport side.
+and in-flight bookkeeping the channels drive, and the counters ``/stats`` reports. The commands
+(:mod:`.commands`, :mod:`.identify`) work on a :class:`ClientState`: the few socket-side calls
+they make are abstract here, and :class:`~.connection.ClientConnection` adds the transport side
+that implements them. Both see their nsqd through :class:`ClientNsqd`.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    import asyncio
+    import ssl
+
     from .auth import AuthState
-    from .channel import Channel
-    from .nsqd import EmbeddedNsqd
+    from .bodies import Result
+    from .channel import Channel, Message
+    from .options import NsqdOptions
+    from .topic import Broker
 
-__all__ = ["ClientState"]
+__all__ = ["ClientNsqd", "ClientState"]
 
 
-class ClientState:
-    """Per-client state, as nsqd's ``clientV2`` keeps it."""
+class ClientNsqd(Protocol):
+    """What a client connection, its state and its commands use of their nsqd
+    (:class:`~.nsqd.EmbeddedNsqd`; a protocol, so that nothing below the server imports it)."""
 
-    def __init__(self, nsqd: EmbeddedNsqd) -> None:
+    options: NsqdOptions
+    version: str
+    tls_context: ssl.SSLContext | None
+    running: bool
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    @property
+    def broker(self) -> Broker: ...
+
+    @property
+    def tls_required(self) -> bool: ...
+
+    @property
+    def auth_enabled(self) -> bool: ...
+
+    def log(self, level: str, text: str) -> None: ...
+
+    def next_client_id(self) -> int: ...
+
+    async def query_auth(
+        self, remote_ip: str, tls: bool, common_name: str, secret: str
+    ) -> AuthState: ...
+
+
+class ClientState(ABC):
+    """Per-client state, as nsqd's ``clientV2`` keeps it; the socket side is the subclass's."""
+
+    def __init__(self, nsqd: ClientNsqd) -> None:
         opts = nsqd.options
         self.nsqd = nsqd
         self.id = nsqd.next_client_id()
@@ -84,3 +122,33 @@ class ClientState:
 
     def has_authorizations(self) -> bool:
         return self.auth_state is not None and bool(self.auth_state.authorizations)
+
+    # -- the socket side (ClientConnection): what the commands and the channel ask of it --
+
+    @abstractmethod
+    def write_now(self, frame: bytes) -> None:
+        """Queue a frame and flush at once (responses, errors, heartbeats)."""
+
+    @abstractmethod
+    def send_message(self, msg: Message) -> None:
+        """Deliver one message (counted in flight)."""
+
+    @abstractmethod
+    def is_ready(self) -> bool:
+        """Whether the channel may deliver to this client now."""
+
+    @abstractmethod
+    def identified(self) -> None:
+        """IDENTIFY succeeded: its timeouts reach the message pump, heartbeats (re)start."""
+
+    @abstractmethod
+    def upgrade(self, *, tls: bool, snappy: bool, deflate_level: int) -> Result:
+        """IDENTIFY's upgrades (TLS, then compression), each confirmed with ``OK``."""
+
+    @abstractmethod
+    async def query_auth(self) -> None:
+        """Ask the auth server(s) about :attr:`auth_secret`; sets :attr:`auth_state`."""
+
+    @abstractmethod
+    def close_by_server(self) -> None:
+        """Close the connection from the server's side."""

@@ -1,46 +1,41 @@
 """nsqd's V2 commands, checked in nsqd's order with nsqd's exact error texts (``protocol_v2.go``).
 
 :func:`execute` takes the parameters of one command line and returns what the connection must do
-next: nothing, a response payload, a *body reader* (a generator that yields
-``(bytes_needed, code, text_if_the_read_fails)`` and receives those bytes, or yields an
-:class:`ItemReader` that takes MPUB's items straight from the buffer), or a coroutine (AUTH,
-the TLS upgrade, an auth re-query, waiting for a topic's lookupd channel pre-creation). Any of them
-may raise :class:`~.wire.ClientError`.
+next (a :data:`~.bodies.Result`): nothing, a response payload, a *body reader* (see
+:mod:`.bodies`), or a coroutine (AUTH, the TLS upgrade, an auth re-query, waiting for a topic's
+lookupd channel pre-creation). Any of them may raise :class:`~.wire.ClientError`. A command
+works on the client's :class:`~.client.ClientState`, which the connection implements.
 """
 
 from __future__ import annotations
 
 import json
-import struct
 from collections.abc import Callable, Coroutine, Generator
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final
 
 from ...protocol.names import is_valid_name
+from .bodies import Need, Result, read_mpub_items
 from .identify import handle_identify_body
 from .topic import Topic
 from .wire import ClientError, go_quote, int32_at, parse_base10, to_int64
 
 if TYPE_CHECKING:
-    from .connection import ClientConnection
+    from .client import ClientState
 
-__all__ = ["ItemReader", "Need", "Result", "execute"]
-
-Need: TypeAlias = "tuple[int, str, bytes] | ItemReader"
-Result: TypeAlias = "bytes | Generator[Need, bytes, Result] | Coroutine[Any, Any, Result] | None"
+__all__ = ["execute"]
 
 INIT: Final = 0
 SUBSCRIBED: Final = 3
 CLOSING: Final = 4
 OK: Final = b"OK"
 _MS: Final = 1_000_000  # nanoseconds per millisecond
-_INT32_AT: Final = struct.Struct(">i").unpack_from  # an MPUB item's size, no slice made
 
 
 def _invalid(text: str | bytes) -> ClientError:
     return ClientError("E_INVALID", text)
 
 
-def execute(conn: ClientConnection, params: list[bytes]) -> Result:
+def execute(conn: ClientState, params: list[bytes]) -> Result:
     name = params[0]
     if name == b"IDENTIFY":
         return identify(conn, params)
@@ -52,13 +47,13 @@ def execute(conn: ClientConnection, params: list[bytes]) -> Result:
     return handler(conn, params)
 
 
-def identify(conn: ClientConnection, params: list[bytes]) -> Result:
+def identify(conn: ClientState, params: list[bytes]) -> Result:
     if conn.state != INIT:
         raise _invalid("cannot IDENTIFY in current state")
     return handle_identify_body(conn)
 
 
-def auth(conn: ClientConnection, params: list[bytes]) -> Result:
+def auth(conn: ClientState, params: list[bytes]) -> Result:
     if conn.state != INIT:
         raise _invalid("cannot AUTH in current state")
     if len(params) != 1:
@@ -66,7 +61,7 @@ def auth(conn: ClientConnection, params: list[bytes]) -> Result:
     return _auth_body(conn)
 
 
-def _auth_body(conn: ClientConnection) -> Generator[Need, bytes, Result]:
+def _auth_body(conn: ClientState) -> Generator[Need, bytes, Result]:
     size = int32_at((yield (4, "E_BAD_BODY", b"AUTH failed to read body size")))
     limit = conn.nsqd.options.max_body_size
     if size > limit:
@@ -81,7 +76,7 @@ def _auth_body(conn: ClientConnection) -> Generator[Need, bytes, Result]:
     return _auth_query(conn, secret)
 
 
-async def _auth_query(conn: ClientConnection, secret: bytes) -> Result:
+async def _auth_query(conn: ClientState, secret: bytes) -> Result:
     conn.auth_secret = secret
     await conn.query_auth()
     state = conn.auth_state
@@ -98,7 +93,7 @@ async def _auth_query(conn: ClientConnection, secret: bytes) -> Result:
 
 
 def _check_auth(
-    conn: ClientConnection, cmd: str, topic: str, channel: str
+    conn: ClientState, cmd: str, topic: str, channel: str
 ) -> Coroutine[Any, Any, None] | None:
     """nsqd's CheckAuth; a coroutine when the cached authorizations expired (re-query)."""
     if not conn.nsqd.auth_enabled:
@@ -114,7 +109,7 @@ def _check_auth(
     return None
 
 
-async def _recheck_auth(conn: ClientConnection, cmd: str, topic: str, channel: str) -> None:
+async def _recheck_auth(conn: ClientState, cmd: str, topic: str, channel: str) -> None:
     await conn.query_auth()
     state = conn.auth_state
     if state is None or not state.is_allowed(topic, channel):
@@ -137,7 +132,7 @@ async def _after(pending: Coroutine[Any, Any, None], action: Callable[[], Result
     return action()
 
 
-def _with_topic(conn: ClientConnection, name: str, action: Callable[[Topic], Result]) -> Result:
+def _with_topic(conn: ClientState, name: str, action: Callable[[Topic], Result]) -> Result:
     """Get or create the topic; wait first if it is still pre-creating channels from lookupd."""
     topic = conn.nsqd.broker.get_topic(name)
     if topic.started:
@@ -150,7 +145,7 @@ async def _wait_topic(topic: Topic, action: Callable[[Topic], Result]) -> Result
     return action(topic)
 
 
-def sub(conn: ClientConnection, params: list[bytes]) -> Result:
+def sub(conn: ClientState, params: list[bytes]) -> Result:
     if conn.state != INIT:
         raise _invalid("cannot SUB in current state")
     if conn.heartbeat_interval <= 0:
@@ -182,7 +177,7 @@ def sub(conn: ClientConnection, params: list[bytes]) -> Result:
     )
 
 
-def rdy(conn: ClientConnection, params: list[bytes]) -> Result:
+def rdy(conn: ClientState, params: list[bytes]) -> Result:
     state = conn.state
     if state == CLOSING:
         return None
@@ -201,7 +196,7 @@ def rdy(conn: ClientConnection, params: list[bytes]) -> Result:
     return None
 
 
-def _message_id(conn: ClientConnection, cmd: str, params: list[bytes], need: int) -> bytes:
+def _message_id(conn: ClientState, cmd: str, params: list[bytes], need: int) -> bytes:
     if conn.state != SUBSCRIBED and conn.state != CLOSING:
         raise _invalid(f"cannot {cmd} in current state")
     if len(params) < need:
@@ -212,7 +207,7 @@ def _message_id(conn: ClientConnection, cmd: str, params: list[bytes], need: int
     return msg_id
 
 
-def fin(conn: ClientConnection, params: list[bytes]) -> Result:
+def fin(conn: ClientState, params: list[bytes]) -> Result:
     msg_id = _message_id(conn, "FIN", params, 2)
     assert conn.channel is not None
     error = conn.channel.finish(conn.id, msg_id)
@@ -222,7 +217,7 @@ def fin(conn: ClientConnection, params: list[bytes]) -> Result:
     return None
 
 
-def req(conn: ClientConnection, params: list[bytes]) -> Result:
+def req(conn: ClientState, params: list[bytes]) -> Result:
     msg_id = _message_id(conn, "REQ", params, 3)
     parsed = parse_base10(params[2])
     if parsed is None:
@@ -237,7 +232,7 @@ def req(conn: ClientConnection, params: list[bytes]) -> Result:
     return None
 
 
-def touch(conn: ClientConnection, params: list[bytes]) -> Result:
+def touch(conn: ClientState, params: list[bytes]) -> Result:
     msg_id = _message_id(conn, "TOUCH", params, 2)
     assert conn.channel is not None
     error = conn.channel.touch(conn.id, msg_id, conn.msg_timeout)
@@ -246,7 +241,7 @@ def touch(conn: ClientConnection, params: list[bytes]) -> Result:
     return None
 
 
-def cls(conn: ClientConnection, params: list[bytes]) -> Result:
+def cls(conn: ClientState, params: list[bytes]) -> Result:
     if conn.state != SUBSCRIBED:
         raise _invalid("cannot CLS in current state")
     conn.set_ready_count(0)
@@ -254,7 +249,7 @@ def cls(conn: ClientConnection, params: list[bytes]) -> Result:
     return b"CLOSE_WAIT"
 
 
-def nop(conn: ClientConnection, params: list[bytes]) -> Result:
+def nop(conn: ClientState, params: list[bytes]) -> Result:
     return None
 
 
@@ -269,11 +264,11 @@ def _topic_param(cmd: bytes, params: list[bytes], need: int, dup: bytes = b"") -
     return name.decode()
 
 
-def pub(conn: ClientConnection, params: list[bytes]) -> Result:
+def pub(conn: ClientState, params: list[bytes]) -> Result:
     return _pub_body(conn, b"PUB", _topic_param(b"PUB", params, 2), 0.0)
 
 
-def dpub(conn: ClientConnection, params: list[bytes]) -> Result:
+def dpub(conn: ClientState, params: list[bytes]) -> Result:
     topic = _topic_param(b"DPUB", params, 3)
     parsed = parse_base10(params[2])
     if parsed is None:
@@ -286,7 +281,7 @@ def dpub(conn: ClientConnection, params: list[bytes]) -> Result:
 
 
 def _pub_body(
-    conn: ClientConnection, cmd: bytes, topic: str, delay: float
+    conn: ClientState, cmd: bytes, topic: str, delay: float
 ) -> Generator[Need, bytes, Result]:
     size = int32_at((yield (4, "E_BAD_MESSAGE", cmd + b" failed to read message body size")))
     if size <= 0:
@@ -308,7 +303,7 @@ def _pub_body(
     )
 
 
-def mpub(conn: ClientConnection, params: list[bytes]) -> Result:
+def mpub(conn: ClientState, params: list[bytes]) -> Result:
     topic = _topic_param(b"MPUB", params, 2, dup=b"E_BAD_TOPIC ")
     return _then(
         _check_auth(conn, "MPUB", topic, ""),
@@ -316,7 +311,7 @@ def mpub(conn: ClientConnection, params: list[bytes]) -> Result:
     )
 
 
-def _mpub_body(conn: ClientConnection, topic: Topic) -> Generator[Need, bytes, Result]:
+def _mpub_body(conn: ClientState, topic: Topic) -> Generator[Need, bytes, Result]:
     opts = conn.nsqd.options
     size = int32_at((yield (4, "E_BAD_BODY", b"MPUB failed to read body size")))
     if size <= 0:
@@ -329,74 +324,7 @@ def _mpub_body(conn: ClientConnection, topic: Topic) -> Generator[Need, bytes, R
     return OK
 
 
-def read_mpub_items(max_msg: int, max_body: int) -> Generator[Need, bytes, list[bytes]]:
-    """``readMPUB``: count then sized items (shared with HTTP ``/mpub?binary=true``)."""
-    count = int32_at((yield (4, "E_BAD_BODY", b"MPUB failed to read message count")))
-    if count <= 0 or count > (max_body - 4) // 5:
-        raise ClientError("E_BAD_BODY", f"MPUB invalid message count {count}")
-    reader = ItemReader(count, max_msg)
-    yield reader
-    return reader.bodies
-
-
-class ItemReader:
-    """MPUB's ``count`` sized items, parsed in one pass over whatever is buffered.
-
-    The reader's side of ``readMPUB`` without a generator step per item (two per message made
-    MPUB the embedded server's hottest path): :meth:`feed` takes every complete item from the
-    buffer, checking each size when its 4 bytes are there, as nsqd reads them off the stream (the
-    MPUB's declared body size bounds nothing here either). :attr:`need` is what a read that ends
-    now fails with.
-    """
-
-    __slots__ = ("bodies", "count", "in_body", "max_msg")
-
-    def __init__(self, count: int, max_msg: int) -> None:
-        self.count = count
-        self.max_msg = max_msg
-        self.bodies: list[bytes] = []
-        self.in_body = False  # the next item's size is buffered (and valid), its body is not
-
-    @property
-    def done(self) -> bool:
-        return len(self.bodies) == self.count
-
-    @property
-    def need(self) -> tuple[str, bytes]:
-        """(code, text) of the error if the stream ends (or times out) now."""
-        if self.in_body:
-            return "E_BAD_MESSAGE", b"MPUB failed to read message body"
-        return "E_BAD_MESSAGE", b"MPUB failed to read message(%d) body size" % len(self.bodies)
-
-    def feed(self, buf: bytes | bytearray, pos: int) -> int:
-        """Take the complete items from ``buf[pos:]``; the position after the last one taken."""
-        bodies = self.bodies
-        append = bodies.append
-        end = len(buf)
-        left = self.count - len(bodies)
-        max_msg = self.max_msg
-        with memoryview(buf) as view:
-            while left and pos + 4 <= end:
-                (size,) = _INT32_AT(buf, pos)
-                if size <= 0:
-                    i = len(bodies)
-                    raise ClientError(
-                        "E_BAD_MESSAGE", f"MPUB invalid message({i}) body size {size}"
-                    )
-                if size > max_msg:
-                    raise ClientError("E_BAD_MESSAGE", f"MPUB message too big {size} > {max_msg}")
-                start = pos + 4
-                if start + size > end:
-                    self.in_body = True
-                    return pos
-                pos = start + size
-                append(bytes(view[start:pos]))
-                left -= 1
-        self.in_body = False
-        return pos
-
-
-_COMMANDS: Final[dict[bytes, Callable[[ClientConnection, list[bytes]], Result]]] = {
+_COMMANDS: Final[dict[bytes, Callable[[ClientState, list[bytes]], Result]]] = {
     b"FIN": fin,
     b"RDY": rdy,
     b"REQ": req,

@@ -5,7 +5,8 @@ An :class:`asyncio.Protocol`, so a burst of pipelined commands is parsed and ans
 the magic check, the incremental line/body parser with nsqd's 16 KiB line limit, the TLS / snappy /
 deflate upgrades, heartbeats, the read deadline (2 x heartbeat interval without a complete command
 closes the connection) and write back-pressure. The client's attributes and counters live in
-:class:`~.client.ClientState`.
+:class:`~.client.ClientState`, which the commands work on; this class implements its socket
+side. It sees its nsqd through :class:`ConnectionNsqd` (a protocol: nsqd makes the connections).
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Coroutine, Generator
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from ...protocol.compression import Codec, DeflateCodec, SnappyCodec
 from ...protocol.frames import FRAME_MESSAGE, encode_error, encode_response
 from .auth import common_name
-from .client import ClientState
-from .commands import ItemReader, Need, Result, execute
+from .bodies import ItemReader, Need, Result
+from .client import ClientNsqd, ClientState
+from .commands import execute
 from .framing import bufio_writes, deflate_writes, flushes, snappy_writes
 from .listen import peer_address
 from .tlsalert import start_tls_server
@@ -27,9 +29,8 @@ from .wire import ClientError
 
 if TYPE_CHECKING:
     from .channel import Message
-    from .nsqd import EmbeddedNsqd
 
-__all__ = ["ClientConnection", "preload_codecs"]
+__all__ = ["ClientConnection", "ConnectionNsqd"]
 
 MAX_LINE: Final = 16 * 1024
 _HEARTBEAT: Final = encode_response(b"_heartbeat_")
@@ -38,22 +39,22 @@ _OK: Final = encode_response(b"OK")
 _MESSAGE_FRAME: Final = struct.Struct(">IiqH16s")
 
 
-def preload_codecs(*, snappy: bool) -> None:
-    """Import python-snappy now, at start-up, instead of on the first snappy upgrade.
+class ConnectionNsqd(ClientNsqd, Protocol):
+    """What a connection uses of its nsqd (:class:`~.nsqd.EmbeddedNsqd`) besides what its
+    commands do: the set of open connections it joins, and leaves through ``forget``."""
 
-    The codec imports it lazily; on a fresh server that import (2-7 ms) fell between the TLS
-    upgrade's ``OK`` and the snappy stream's first bytes, which nsqd writes back to back (0.1 ms).
-    A client that hands its snappy layer only what it has already read (pynsq) then broke.
-    """
-    if snappy:
-        SnappyCodec().compress(b"")
+    conns: set[ClientConnection]
+
+    def forget(self, conn: ClientConnection) -> None: ...
 
 
 class ClientConnection(ClientState, asyncio.Protocol):
     """Server side of one nsqd V2 connection."""
 
-    def __init__(self, nsqd: EmbeddedNsqd) -> None:
+    def __init__(self, nsqd: ConnectionNsqd) -> None:
         super().__init__(nsqd)
+        self._open_conns = nsqd.conns
+        self._forget = nsqd.forget
         self.loop = nsqd.loop
         self.transport: asyncio.Transport | None = None
         self._identified = False
@@ -84,7 +85,7 @@ class ClientConnection(ClientState, asyncio.Protocol):
         if peer is not None:
             self.client_id = self.hostname = peer[0]
             self.remote_address = peer[1]
-        self.nsqd.conns.add(self)
+        self._open_conns.add(self)
         self.nsqd.log("INFO", f"TCP: new client({self.remote_address})")
 
     def data_received(self, data: bytes) -> None:
@@ -119,7 +120,7 @@ class ClientConnection(ClientState, asyncio.Protocol):
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
-        self.nsqd.forget(self)
+        self._forget(self)
         if self.channel is not None:
             self.channel.remove_client(self)
         self.nsqd.log("INFO", f"PROTOCOL(V2): [{self.remote_address}] exiting ioloop")

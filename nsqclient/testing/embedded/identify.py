@@ -7,16 +7,18 @@ followed by the TLS, snappy and deflate upgrades, each acknowledged by one more 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Final
 
+from ...protocol.compression import SnappyCodec
 from ...protocol.frames import encode_response
 from .wire import ClientError, int32_at
 
 if TYPE_CHECKING:
-    from .commands import Need, Result
-    from .connection import ClientConnection
+    from .bodies import Need, Result
+    from .client import ClientState
 
 __all__ = ["decode_identify", "handle_identify_body"]
 
@@ -103,7 +105,7 @@ def decode_identify(body: bytes) -> dict[str, Any]:
     return out
 
 
-def handle_identify_body(conn: ClientConnection) -> Generator[Need, bytes, Result]:
+def handle_identify_body(conn: ClientState) -> Generator[Need, bytes, Result]:
     opts = conn.nsqd.options
     size = int32_at((yield (4, "E_BAD_BODY", b"IDENTIFY failed to read body size")))
     if size > opts.max_body_size:
@@ -148,13 +150,15 @@ def handle_identify_body(conn: ClientConnection) -> Generator[Need, bytes, Resul
         },
         separators=(",", ":"),
     ).encode()
+    if snappy:
+        _load_snappy()  # now, not between the upgrades' OKs, and not for clients without snappy
     conn.write_now(encode_response(reply))
     if tls or snappy or deflate:
         return conn.upgrade(tls=tls, snappy=snappy, deflate_level=level if deflate else 0)
     return None
 
 
-def _apply(conn: ClientConnection, data: dict[str, Any]) -> None:
+def _apply(conn: ClientState, data: dict[str, Any]) -> None:
     """``clientV2.Identify``: set each attribute, failing on the first invalid value."""
     opts = conn.nsqd.options
     conn.client_id = data.get("client_id", "")
@@ -208,3 +212,16 @@ def _apply(conn: ClientConnection, data: dict[str, Any]) -> None:
 
 def _bad(text: str) -> ClientError:
     return ClientError("E_BAD_BODY", "IDENTIFY " + text)
+
+
+@functools.cache
+def _load_snappy() -> None:
+    """Import python-snappy when a client's IDENTIFY agrees to snappy, before the reply goes out.
+
+    Not at start-up: on free-threaded CPython importing its backend (cramjam) turns the GIL on for
+    the whole process, and most tests that start this server never ask for snappy. Not at the
+    upgrade either: that import (2-7 ms the first time) then fell between the TLS upgrade's ``OK``
+    and the snappy stream's first bytes, which nsqd writes back to back (0.1 ms), and a client that
+    hands its snappy layer only what it has already read (pynsq) broke.
+    """
+    SnappyCodec().compress(b"")

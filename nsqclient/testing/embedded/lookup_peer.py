@@ -4,6 +4,7 @@ Copies ``nsqd/lookup.go`` and ``lookup_peer.go``: connect lazily (at start, then
 command after a failure), send ``"  V1"`` and IDENTIFY, then ``REGISTER`` every topic without
 channels and every topic/channel pair; afterwards REGISTER/UNREGISTER as they come and go, and
 ``PING`` every 15 s (configurable here). Every command waits for its size-prefixed reply.
+A peer sees its nsqd through :class:`PeerNsqd` (a protocol: nsqd makes the peers).
 """
 
 from __future__ import annotations
@@ -12,16 +13,17 @@ import asyncio
 import json
 import socket
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
 from .options import split_address
 
 if TYPE_CHECKING:
-    from .nsqd import EmbeddedNsqd
+    from .options import NsqdOptions
+    from .topic import Broker
 
-__all__ = ["LookupPeer", "lookupd_channels"]
+__all__ = ["LookupPeer", "PeerNsqd", "lookupd_channels"]
 
 _TIMEOUT = 1.0  # nsqd's dial, read and write deadline for lookupd
 
@@ -33,10 +35,32 @@ def register(topic: str, channel: str | None, *, on: bool) -> bytes:
     return b" ".join(words) + b"\n"
 
 
+class PeerNsqd(Protocol):
+    """What a lookupd peer uses of its nsqd (:class:`~.nsqd.EmbeddedNsqd`): what it tells
+    lookupd in IDENTIFY, the topics and channels it registers, the body limit, the log."""
+
+    options: NsqdOptions
+    version: str
+
+    @property
+    def broadcast_address(self) -> str: ...
+
+    @property
+    def broadcast_tcp_port(self) -> int: ...
+
+    @property
+    def broadcast_http_port(self) -> int: ...
+
+    @property
+    def broker(self) -> Broker: ...
+
+    def log(self, level: str, text: str) -> None: ...
+
+
 class LookupPeer:
     """One lookupd connection, driven by a queue of commands on its own task."""
 
-    def __init__(self, nsqd: EmbeddedNsqd, address: str) -> None:
+    def __init__(self, nsqd: PeerNsqd, address: str) -> None:
         self.nsqd = nsqd
         self.address = address
         self.info: dict[str, Any] = {}

@@ -3,13 +3,15 @@
 Arrays are ``[]``, never ``null``; ``/lookup`` of a topic never registered is 404
 ``TOPIC_NOT_FOUND`` and filters out producers that stopped pinging or were tombstoned lately;
 ``/nodes`` applies only the inactivity filter. Edits touch only the registry, never an nsqd.
+The API sees its lookupd through :class:`HttpLookupd` (a protocol: the lookupd makes its
+listener).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .httpserver import (
     HttpError,
@@ -23,16 +25,27 @@ from .httpserver import (
     v1_ok,
     valid_name,
 )
-from .lookupd_db import filter_active
+from .lookupd_db import RegistrationDB, filter_active
 
-if TYPE_CHECKING:
-    from .lookupd import EmbeddedLookupd
+__all__ = ["HttpLookupd", "LookupdHttpApi"]
 
-__all__ = ["LookupdHttpApi"]
+
+class HttpLookupd(Protocol):
+    """What the HTTP API uses of its lookupd (:class:`~.lookupd.EmbeddedLookupd`): the
+    registry, the clock and the two ages it filters producers by, the version, the log."""
+
+    db: RegistrationDB
+    version: str
+    inactive_producer_timeout: float  # seconds
+    tombstone_lifetime: float  # seconds
+
+    def now(self) -> float: ...
+
+    def log(self, level: str, text: str) -> None: ...
 
 
 class LookupdHttpApi:
-    def __init__(self, lookupd: EmbeddedLookupd) -> None:
+    def __init__(self, lookupd: HttpLookupd) -> None:
         self.lookupd = lookupd
         self.db = lookupd.db
         self.router = Router()

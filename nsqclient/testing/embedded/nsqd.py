@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Any, Final
 
 from .auth import AuthState, query_any
-from .connection import ClientConnection, preload_codecs
+from .connection import ClientConnection
 from .httpserver import HttpServer, stop_accepting
 from .listen import WILDCARD_HOSTS, backlog, bound_address, listen_socket
 from .logs import LogBuffer
@@ -287,7 +287,6 @@ class EmbeddedNsqd:
             )
         self.log("INFO", f"nsqd v{VERSION} (built w/nsqclient embedded)")
         self.log("INFO", f"ID: {opts.node_id}")
-        preload_codecs(snappy=opts.snappy)
         self.start_time = time.time()
         host = split_address(opts.tcp_address)[0]
         sock = listen_socket(host, self.tcp_port)

@@ -2,6 +2,7 @@
 
 Parameters come only from the query string. Errors are ``{"message": CODE}`` with nsqd's status;
 every V1 reply carries ``X-NSQ-Content-Type: nsq; version=1.0``. ``/stats`` is in :mod:`.stats`.
+The API sees its nsqd through :class:`HttpNsqd` (a protocol: nsqd makes its listeners).
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import re
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
-from .commands import ItemReader, read_mpub_items
+from .bodies import ItemReader, read_mpub_items
 from .httpserver import (
     HttpError,
     Request,
@@ -26,23 +27,47 @@ from .httpserver import (
     v1_ok,
     valid_name,
 )
-from .stats import stats_response
+from .stats import StatsNsqd, stats_response
 from .topic import Topic
 from .wire import ClientError, to_int64
 
 if TYPE_CHECKING:
-    from .nsqd import EmbeddedNsqd
+    from .logs import LogBuffer
+    from .options import NsqdOptions
 
-__all__ = ["NsqdHttpApi"]
+__all__ = ["HttpNsqd", "NsqdHttpApi"]
 
 _INT64: Final = re.compile(r"[+-]?[0-9]+")
 _BOOL: Final = {"true": True, "1": True, "false": False, "0": False}
 
 
+class HttpNsqd(StatsNsqd, Protocol):
+    """What the HTTP API uses of its nsqd (:class:`~.nsqd.EmbeddedNsqd`) besides ``/stats``:
+    its options and log (``/config`` edits both), its ports and broadcast address (``/info``,
+    ``/config``), and its lookupd peers (``PUT /config/nsqlookupd_tcp_addresses``)."""
+
+    options: NsqdOptions
+    log: LogBuffer
+    tcp_port: int
+    http_port: int
+    https_port: int | None
+
+    @property
+    def broadcast_address(self) -> str: ...
+
+    @property
+    def broadcast_tcp_port(self) -> int: ...
+
+    @property
+    def broadcast_http_port(self) -> int: ...
+
+    def set_lookupd_addresses(self, addresses: list[str]) -> None: ...
+
+
 class NsqdHttpApi:
     """The request handler for one nsqd listener (``https`` is the TLS listener)."""
 
-    def __init__(self, nsqd: EmbeddedNsqd, *, https: bool) -> None:
+    def __init__(self, nsqd: HttpNsqd, *, https: bool) -> None:
         self.nsqd = nsqd
         self.https = https
         r = self.router = Router()

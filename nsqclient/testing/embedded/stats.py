@@ -4,22 +4,24 @@ Quirks copied from ``nsqd/stats.go`` and ``http.go``: ``topics`` is ``null`` for
 ``topic`` filter; a channel's ``clients`` and the top-level ``producers`` are ``null`` with
 ``include_clients=false`` (``producers`` also when nobody published over TCP); a client's
 ``pub_counts`` lists at most one topic (nsqd breaks out of its loop after the first).
+The document is read from the nsqd through :class:`StatsNsqd` (a protocol: the HTTP API above
+calls this module).
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .httpserver import Response, plain, v1_ok
 
 if TYPE_CHECKING:
     from .channel import Channel
     from .connection import ClientConnection
-    from .nsqd import EmbeddedNsqd
-    from .topic import Topic
+    from .topic import Broker, Topic
 
-__all__ = ["client_stats", "stats_response"]
+__all__ = ["StatsNsqd", "client_stats", "stats_response"]
 
 _BOOL: Final = {"true": True, "1": True, "false": False, "0": False}
 _E2E: Final = {"count": 0, "percentiles": None}
@@ -43,6 +45,20 @@ _CIPHERS: Final = {  # OpenSSL name -> (Go constant name or None, IANA id)
     "TLS_AES_256_GCM_SHA384": (None, 0x1302),
     "TLS_CHACHA20_POLY1305_SHA256": (None, 0x1303),
 }
+
+
+class StatsNsqd(Protocol):
+    """What ``/stats`` reads of its nsqd (:class:`~.nsqd.EmbeddedNsqd`): the topics and
+    channels, the open connections (the producers), the version and start time."""
+
+    version: str
+    start_time: float
+
+    @property
+    def broker(self) -> Broker: ...
+
+    @property
+    def conns(self) -> Collection[ClientConnection]: ...
 
 
 def _tls_fields(conn: ClientConnection) -> tuple[str, str]:
@@ -134,7 +150,7 @@ def _topic_stats(
     }
 
 
-def collect(nsqd: EmbeddedNsqd, topic: str, channel: str, clients: bool) -> dict[str, Any]:
+def collect(nsqd: StatsNsqd, topic: str, channel: str, clients: bool) -> dict[str, Any]:
     """``NSQD.GetStats`` as the JSON document ``/stats?format=json`` returns (minus memory)."""
     topics_map = nsqd.broker.topics
     topics: list[dict[str, Any]] | None
@@ -160,7 +176,7 @@ def collect(nsqd: EmbeddedNsqd, topic: str, channel: str, clients: bool) -> dict
     }
 
 
-def stats_response(nsqd: EmbeddedNsqd, params: dict[str, list[str]]) -> Response:
+def stats_response(nsqd: StatsNsqd, params: dict[str, list[str]]) -> Response:
     def get(key: str) -> str:
         return params[key][0] if key in params else ""
 

@@ -5,7 +5,8 @@ A pipe forwards bytes as they arrive, or queues them while it is stalled, rate-l
 destination is not ready; its source stops being read while it cannot forward (a stall, a full
 destination, more than ``_QUEUE_HIGH`` queued), so nothing is buffered without bound and the
 kernel's buffers fill up as they would on a real network. The pipe toward the client carries a
-:class:`~.frames.FrameCursor` for frame damage.
+:class:`~.frames.FrameCursor` for frame damage. A link sees the proxy that made it through
+:class:`Proxy` (a protocol: the proxy imports this module, not the other way round).
 """
 
 from __future__ import annotations
@@ -14,14 +15,11 @@ import asyncio
 import contextlib
 import socket
 import struct
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from .frames import FrameCursor, identify_upgrades
 
-if TYPE_CHECKING:
-    from .proxy import FaultProxy
-
-__all__ = ["Direction", "Link", "Pipe"]
+__all__ = ["Direction", "Link", "LinkCounts", "Pipe", "Proxy"]
 
 #: bytes a pipe queues (slow link, stall, upstream still connecting) before it stops reading
 _QUEUE_HIGH = 256 * 1024
@@ -29,6 +27,31 @@ _TICK = 0.01  # seconds between two slices of a rate-limited pipe
 _LINGER_RST = struct.pack("ii", 1, 0)
 
 Direction = Literal["up", "down"]
+
+
+class LinkCounts(Protocol):
+    """The counters a link adds to (:class:`~.proxy.FaultCounters`)."""
+
+    bytes_up: int
+    bytes_down: int
+    bytes_dropped: int
+    frames_down: int
+    upstream_failures: int
+
+
+class Proxy(Protocol):
+    """What of its :class:`~.proxy.FaultProxy` a link uses: where to connect, the proxy's
+    loop, its counters, and its table of links (a link admits itself once its client
+    connection is made, and leaves the table when it closes)."""
+
+    upstream: tuple[str, int]
+    _loop: asyncio.AbstractEventLoop | None
+    _links: dict[int, Link]
+
+    @property
+    def _count(self) -> LinkCounts: ...
+
+    def _admit(self, link: Link) -> None: ...
 
 
 class Side(asyncio.Protocol):
@@ -271,7 +294,7 @@ class Pipe:
 class Link:
     """One client connection and its own connection to the server."""
 
-    def __init__(self, proxy: FaultProxy, number: int) -> None:
+    def __init__(self, proxy: Proxy, number: int) -> None:
         self.proxy = proxy
         self.number = number
         self.client = Side(self, "client")
