@@ -162,7 +162,7 @@ class Setup:
         data = b"".join(self._raw)
         self._raw.clear()
         tls = self.tls
-        if tls is not None and data:
+        if tls is not None and (data or tls.pending):
             try:
                 data = tls.decrypt(data)
             except ProtocolError as exc:  # nsqd refused the session (e.g. no or an untrusted
@@ -184,7 +184,7 @@ class Setup:
     async def _next_event(self, loop: asyncio.AbstractEventLoop) -> Event:
         """One frame at a time: the bytes after a reply may belong to an upgraded stream."""
         while True:
-            if self._raw or self._clear:
+            if self._raw or self._clear or (self.tls is not None and self.tls.pending):
                 event = self._decoder.next_event(self._pull())
             else:
                 event = self._decoder.next_event()

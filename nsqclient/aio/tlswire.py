@@ -72,6 +72,12 @@ class TLSWire:
             return False
         return True
 
+    @property
+    def pending(self) -> bool:
+        """Whether received bytes wait in the session, not decrypted yet (after the handshake:
+        records that came with its last message, as nsqd's OK does under TLS 1.2)."""
+        return self._in.pending > 0
+
     # -- the stream --
 
     def encrypt(self, data: bytes) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from collections.abc import Iterator
 from typing import Any
 
@@ -215,6 +216,28 @@ async def test_tls_verified_against_the_test_ca(
         clients = await stats.clients(nsqd_tls)
         assert [c["tls"] for c in clients if c["client_id"] == "tls-ok"] == [True]
     assert await stats.message_count(nsqd_tls, topic) == 1
+
+
+@pytest.mark.parametrize("version", ["TLSv1_2", "TLSv1_3"])
+async def test_each_tls_version_connects_at_once(
+    nsqd_tls: NsqdProcess, tls_certs: CertBundle, version: str
+) -> None:
+    """The connection runs TLS itself (aio/tlswire.py). Under TLS 1.2 nsqd's OK after the
+    upgrade often comes in the same read as the handshake's last message: a handshake that
+    then waited for more bytes hung until read_timeout (60 s here, past the deadline)."""
+    context = ssl.create_default_context(cafile=str(tls_certs.ca_cert))
+    context.minimum_version = context.maximum_version = getattr(ssl.TLSVersion, version)
+    topic = unique()
+    for _ in range(5):
+        conn = make_connection(nsqd_tls, tls_v1=True, tls_context=context, read_timeout=60_000)
+        await asyncio.wait_for(conn.connect(), DEADLINE)
+        try:
+            assert conn._tls is not None
+            assert conn._tls.ssl_object.version() == version.replace("_", ".")
+            assert await conn.request(pub(topic, b"x")) == b"OK"
+        finally:
+            conn.close()
+            await asyncio.wait_for(conn.wait_closed(), DEADLINE)
 
 
 async def test_tls_with_the_wrong_ca_is_refused_with_a_clear_error(

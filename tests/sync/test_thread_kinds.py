@@ -97,6 +97,31 @@ def test_a_script_writes_and_reads_its_publishes_itself_on_every_kind(
     assert sorted(stored) == sorted(expected)
 
 
+@pytest.mark.parametrize("version", ["TLSv1_2", "TLSv1_3"])
+def test_each_tls_version_through_the_thread_door_and_the_loop(
+    nsqd_factory: NsqdFactory, tls_certs: CertBundle, version: str
+) -> None:
+    """TLS 1.2 and 1.3 (a context of the user's, ``tls_context``), publishing threads and a
+    coroutine. Under TLS 1.2 nsqd's OK after the upgrade may come in the same read as the
+    handshake's last message: the handshake once waited for more bytes and timed out."""
+    nsqd = TLS.nsqd(nsqd_factory, tls_certs)
+    context = ssl.create_default_context(cafile=str(tls_certs.ca_cert))
+    context.load_cert_chain(str(tls_certs.client_cert), str(tls_certs.client_key))
+    context.minimum_version = context.maximum_version = getattr(ssl.TLSVersion, version)
+    topic = unique()
+    with SyncWriter([nsqd.tcp_address], tls_v1=True, tls_context=context) as writer:
+        for i in range(20):
+            writer.pub(topic, b"t%d" % i)
+        co = asyncio.run_coroutine_threadsafe(writer.aio.pub(topic, b"co"), writer.loop)
+        co.result(30)
+        [conn] = writer.aio.connections
+        assert conn._tls is not None
+        assert conn._tls.ssl_object.version() == version.replace("_", ".")
+        stats = writer.stats()
+    assert stats["published"] == 21 and stats["read_by_threads"] >= 15, stats
+    assert len(drain_bodies(nsqd, topic, 21, **TLS.options(tls_certs))) == 21
+
+
 class Ledger:
     """Bodies acknowledged and raised, from every publishing thread and the coroutine."""
 
