@@ -31,6 +31,7 @@ __all__ = ["TLSWire"]
 #: plaintext asked for per read: four TLS records (at most 16 KiB of plaintext each)
 _READ: Final = 64 * 1024
 _WantRead: Final = ssl.SSLWantReadError
+_ZeroReturn: Final = ssl.SSLZeroReturnError
 _SSLError: Final = ssl.SSLError
 
 
@@ -118,6 +119,8 @@ class TLSWire:
                     break
         except _WantRead:
             pass
+        except _ZeroReturn:  # close_notify, after ours (read() says b"" only before ours)
+            self.ended = True
         except _SSLError as exc:
             raise _failed("decrypting", exc) from exc
         return first if chunks is None else b"".join(chunks)
