@@ -12,7 +12,8 @@ all), gnsq's ``Producer.publish`` from 256 greenlets where gnsq is installed, an
 
 The other kinds of connection (nsqd is started with a test CA's certificate, so TLS is offered
 beside plain TCP): ``SyncWriter.pub`` from 1 and 16 threads over TLS, snappy and deflate, the
-asyncio ``Writer.pub`` over TLS, and the TLS floor (a socket each, IDENTIFY asking for TLS,
+asyncio ``Writer.pub`` over TLS (256 concurrent, and one at a time beside the same over plain
+TCP: a round trip's cost on the loop), and the TLS floor (a socket each, IDENTIFY asking for TLS,
 ``ssl``-wrapped, then PUB and a blocking ``recv`` of the OK). TLS cases are measured against the
 TLS floor; snappy and deflate are also given against the plain ``SyncWriter.pub`` of the same
 threads (what compression costs).
@@ -73,6 +74,8 @@ CASES: dict[str, tuple[str, int, str]] = {
     "sync-1-deflate": ("sync-deflate", 1, "SyncWriter.pub, 1 thread, deflate"),
     "sync-16-deflate": ("sync-deflate", 16, "SyncWriter.pub, 16 threads, deflate"),
     "aio-256-tls": ("aio-tls", 256, "asyncio Writer.pub, 256 concurrent, TLS"),
+    "aio-1": ("aio", 1, "asyncio Writer.pub, one at a time"),
+    "aio-1-tls": ("aio-tls", 1, "asyncio Writer.pub, one at a time, TLS"),
 }
 FLOOR_OF = {1: "floor-1"}  # otherwise floor-16; TLS cases: floor-1-tls, floor-16-tls
 #: the connection kinds beside plain TCP, as the suffix of a case's kind

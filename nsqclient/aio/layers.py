@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..protocol.compression import Codec
 from ..protocol.frames import Event, FrameDecoder
 from .tlswire import TLSWire
+from .window import Guard
 
 __all__ = ["StreamLayers"]
 
@@ -33,6 +34,7 @@ class StreamLayers:
     _transport: asyncio.Transport | None
     _loop: asyncio.AbstractEventLoop | None
     _decoder: FrameDecoder
+    _guard: Guard | None  # a shared connection's guard (see .sharing)
     _section: Any  # the connection's section (see answers.Section)
     _raw_rest: list[bytes]
     _flush_scheduled: bool
@@ -83,11 +85,15 @@ class StreamLayers:
         writers' too) and sends at once what TLS has to send."""
         tls = self._tls
         assert tls is not None
+        if self._guard is None:  # the loop's alone
+            clear = tls.decrypt(data)
+            if tls.wants_to_send:
+                self._write_encoded(tls.outgoing())
+            return clear
         with self._section:
             clear = tls.decrypt(data)
-            out = tls.outgoing()
-            if out:
-                self._write_encoded(out)
+            if tls.wants_to_send:
+                self._write_encoded(tls.outgoing())
         return clear
 
     def _write_encoded(self, data: bytes) -> None:

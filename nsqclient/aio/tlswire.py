@@ -125,6 +125,11 @@ class TLSWire:
             raise _failed("decrypting", exc) from exc
         return first if chunks is None else b"".join(chunks)
 
+    @property
+    def wants_to_send(self) -> bool:
+        """Whether TLS itself has bytes to send now (take them with :meth:`outgoing`)."""
+        return self._out.pending > 0
+
     def outgoing(self) -> bytes:
         """What TLS itself has to send now (b"" mostly): written at once, in order."""
         out = self._out
