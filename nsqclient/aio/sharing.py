@@ -265,18 +265,23 @@ class Shared:
             except ProtocolError as exc:  # (TLS failed on a read: the loop drops it)
                 self._broken_wired(exc)
                 return False
-        return self._send_encoded_wired(data)
+        return self._send_now_wired(data)
 
     def _send_encoded_wired(self, data: bytes) -> bool:
-        """Send bytes encoded already: straight to the socket when nothing encoded before
-        them waits to be written, else behind it (the loop writes the rest, first)."""
+        """Send bytes encoded already (TLS's own): straight to the socket when nothing
+        encoded before them waits to be written, else behind it (the loop writes it first)."""
+        conn = self._conn
+        if conn._raw_rest or self._transport.get_write_buffer_size():
+            conn._queue_for_loop(data, raw=True)
+            return True
+        return self._send_now_wired(data)
+
+    def _send_now_wired(self, data: bytes) -> bool:
+        """Send ``data`` (encoded) now: nothing waits to be written before it."""
         conn = self._conn
         sock = self._sock
         if sock is None:
             return False
-        if conn._raw_rest or self._transport.get_write_buffer_size():
-            conn._queue_for_loop(data, raw=True)
-            return True
         try:
             n = sock.send(data)
         except (BlockingIOError, InterruptedError):

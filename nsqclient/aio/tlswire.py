@@ -28,8 +28,8 @@ from ..errors import ProtocolError
 
 __all__ = ["TLSWire"]
 
-#: plaintext asked for per read: four TLS records (at most 16 KiB of plaintext each)
-_READ: Final = 64 * 1024
+#: plaintext asked for per read: a TLS record's most (OpenSSL returns one record per read)
+_READ: Final = 16 * 1024
 _WantRead: Final = ssl.SSLWantReadError
 _ZeroReturn: Final = ssl.SSLZeroReturnError
 _SSLError: Final = ssl.SSLError

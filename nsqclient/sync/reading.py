@@ -69,7 +69,7 @@ def read_for(door: Door, me: Ticket, remaining: float, took: bool = False) -> bo
     view = door.view
     buffer = door.buffer
     decoder = shared.decoder
-    plain = shared.plain  # (TLS, compression: every read is decoded)
+    plain = shared.plain  # (TLS, compression: every read is decoded first)
     wait = remaining if remaining < _SLICE else _SLICE
     end = 0.0
     held = True  # this thread holds the turn (until it lets go, below)
@@ -90,8 +90,20 @@ def read_for(door: Door, me: Ticket, remaining: float, took: bool = False) -> bo
                     held = False
                 break
             if n == 10 and plain and buffer.startswith(OK_FRAME) and not decoder.buffered:
-                # one OK alone: no decoding; and when it is this thread's own, a script's
-                # whole round trip ends here
+                lone = True  # one OK alone: no decoding
+            else:
+                try:
+                    events = shared.decode(view[:n].tobytes())
+                except ProtocolError as exc:
+                    with guard:
+                        actions = turns.hand_back()
+                        held = False
+                    shared.damaged(exc)
+                    break
+                # (TLS, compression: the bytes are never an OK frame's; decoded, they may be)
+                lone = not plain and len(events) == 1 and events[0] is OK
+            if lone:
+                # when the OK is this thread's own, a script's whole round trip ends here
                 now = turns.last_read  # (read's own clock)
                 guard.acquire()  # (not `with`: a script's every publish; see Window.take)
                 try:
@@ -111,15 +123,6 @@ def read_for(door: Door, me: Ticket, remaining: float, took: bool = False) -> bo
                         later.append(me)  # (resolved once the turn is let go, below)
                     break
                 events = _ONE_OK
-            else:
-                try:
-                    events = shared.decode(view[:n].tobytes())
-                except ProtocolError as exc:
-                    with guard:
-                        actions = turns.hand_back()
-                        held = False
-                    shared.damaged(exc)
-                    break
             now = turns.last_read  # (read's own clock)
             done: list[Any] = []
             acked: list[Ticket] = []
