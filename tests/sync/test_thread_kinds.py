@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import random
 import ssl
 import threading
 from collections.abc import Callable
@@ -120,6 +121,33 @@ def test_each_tls_version_through_the_thread_door_and_the_loop(
         stats = writer.stats()
     assert stats["published"] == 21 and stats["read_by_threads"] >= 15, stats
     assert len(drain_bodies(nsqd, topic, 21, **TLS.options(tls_certs))) == 21
+
+
+@pytest.mark.parametrize("kind", params(TLS, DEFLATE))
+def test_a_body_larger_than_the_socket_buffer_on_every_kind(
+    nsqd_factory: NsqdFactory, tls_certs: CertBundle, kind: Kind
+) -> None:
+    """An 8 MiB MPUB of incompressible bodies: the thread encodes it, its send takes what the
+    socket's buffer holds, and the loop writes the encoded rest first, then encodes and
+    writes the 50 PUBs queued behind it (plain until then), in order: every body arrives
+    whole, and each reply answers its own publish."""
+    limits = ["--max-msg-size=2000000", "--max-body-size=9000000"]
+    nsqd = kind.nsqd(nsqd_factory, tls_certs, extra_args=limits)
+    topic = unique()
+    rng = random.Random(50)
+    big = [rng.randbytes(1 << 20) for _ in range(8)]
+    small = [b"small-%d" % i for i in range(50)]
+    options = {"max_msg_size": 2_000_000, "max_body_size": 9_000_000}
+    with _writer(nsqd.tcp_address, kind, tls_certs, **options) as writer:
+        writer.pub(topic, b"warm")
+        futures = [writer.mpub_nowait(topic, big, timeout=60)]
+        futures += [writer.pub_nowait(topic, body, timeout=60) for body in small]
+        for future in futures:
+            assert future.result(timeout=60) is None
+        stats = writer.stats()
+        assert stats["written_by_threads"] >= 2 and stats["connection_losses"] == 0
+    stored = drain_bodies(nsqd, topic, 59, **kind.options(tls_certs))
+    assert sorted(stored) == sorted([b"warm", *big, *small])
 
 
 class Ledger:
