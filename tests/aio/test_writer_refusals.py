@@ -22,6 +22,7 @@ from nsqclient.errors import (
     WrongPortError,
 )
 from nsqclient.sync import SyncWriter
+from nsqclient.testing.certs import CertBundle
 from nsqclient.testing.daemons import NsqdProcess, free_port
 from tests.support import wait_until
 
@@ -111,10 +112,37 @@ async def test_a_write_that_meets_nsqds_reset_still_reads_the_refusal(
 
     (Seen under load, where the loop's write came before its read: a ConnectionClosedError
     for the refused PUB.) Reading is held back so that the write comes first here."""
+    await _the_refusal_is_read_after_the_reset(small_nsqd, {})
+
+
+@pytest.mark.real_nsqd_only(
+    reason="the embedded server's asyncio TLS waits for the client's close_notify before it "
+    "closes TCP (Go's closes at once), and the client here holds its reading back"
+)
+async def test_a_write_that_meets_nsqds_reset_still_reads_the_refusal_over_tls(
+    nsqd_factory: Any, tls_certs: CertBundle
+) -> None:
+    """The same over TLS: the connection runs TLS itself, so what is left in the socket is
+    decrypted as it is read (nsqd's error frame, then its close_notify)."""
+    nsqd = nsqd_factory(
+        extra_args=["--max-msg-size=1024", "--max-body-size=4096"],
+        tls_cert=tls_certs.server_cert,
+        tls_key=tls_certs.server_key,
+    )
+    await _the_refusal_is_read_after_the_reset(
+        nsqd, {"tls_v1": True, "tls_ca_file": str(tls_certs.ca_cert)}
+    )
+
+
+async def _the_refusal_is_read_after_the_reset(
+    small_nsqd: NsqdProcess, options: dict[str, Any]
+) -> None:
     import select
 
     topic = unique()
-    async with Writer([small_nsqd.tcp_address], max_msg_size=1_000_000, **FAST_RECONNECT) as w:
+    async with Writer(
+        [small_nsqd.tcp_address], max_msg_size=1_000_000, **FAST_RECONNECT, **options
+    ) as w:
         (conn,) = w.connections
         transport = conn._transport
         assert transport is not None
