@@ -181,7 +181,7 @@ def test_sixteen_threads_and_a_coroutine_on_one_connection(
     lost or stuck, the threads writing and reading their own."""
     nsqd = kind.nsqd(nsqd_factory, tls_certs, auth_http_address=auth_server.address)
     options = {**kind.options(tls_certs), "auth_secret": "s3cret"}
-    topic, ledger, each = unique(), Ledger(), 30
+    topic, ledger, each = unique(), Ledger(), 80
     with SyncWriter([nsqd.tcp_address], **options) as writer:
         writer.pub(topic, b"warm")
         ledger.ack([b"warm"])
