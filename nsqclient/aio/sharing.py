@@ -8,8 +8,9 @@ that lets threads write their publishes to its socket
 and, when it is their turn, read the replies, without ever touching the connection's insides:
 
 * **Two locks, both injected.** The *wire* (:attr:`Shared.wire`) orders what is written: the
-  loop's unwritten bytes, the socket's send side, the encoder, so that bytes reach nsqd in the
-  order of the reply FIFO whoever writes them; it is held across a (non-blocking) send. The
+  loop's unwritten bytes, the socket's send side, the encoder (and a TLS session, its reads
+  included), so that bytes reach nsqd in the order of the reply FIFO whoever writes them; it
+  is held across a (non-blocking) send. The
   *guard* (:attr:`Shared.guard`) protects the state: the reply FIFO
   (:class:`~nsqclient.aio.replies.ReplyQueue`), the turn
   (:class:`~nsqclient.flow.turns.ReadTurns`: who reads) and the reading clock; it is never
