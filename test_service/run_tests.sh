@@ -202,7 +202,7 @@ wing_tests=(
     tests/aio/test_connection.py tests/aio/test_writer.py tests/aio/test_writer_zero_loss.py
     tests/aio/test_writer_refusals.py tests/aio/test_publish_contract.py
     tests/aio/test_publish_paths.py tests/test_threads_support.py
-    tests/sync/test_thread_kinds.py
+    tests/sync/test_thread_kinds.py tests/aio/test_tlswire.py
 )
 stress_tests=(
     tests/sync/test_thread_writes.py::test_sixteen_threads_publish_through_cuts_a_stall_and_refusals
