@@ -119,6 +119,31 @@ def test_listen_backlog_is_somaxconn() -> None:
         sock.close()
 
 
+def test_accepted_connections_have_nagle_off_like_go() -> None:
+    """Go sets TCP_NODELAY on every TCP connection; the embedded server's sockets name their
+    protocol so that asyncio does too. Without it a reply nsqd writes in two pieces (a snappy
+    chunk's header and body, a deflate block and its flush marker) waited for the client's
+    delayed ACK: 40 ms for each publish on a compressed connection."""
+    from nsqclient.testing.embedded import ThreadedEmbeddedNsqd
+
+    with (
+        ThreadedEmbeddedNsqd() as nsqd,
+        socket.create_connection(("127.0.0.1", nsqd.tcp_port)) as client,
+    ):
+        client.sendall(b"  V2")
+
+        async def nodelay() -> list[int]:
+            return [
+                c.transport.get_extra_info("socket").getsockopt(
+                    socket.IPPROTO_TCP, socket.TCP_NODELAY
+                )
+                for c in nsqd.server.conns
+            ]
+
+        wait_until(lambda: nsqd.run(nodelay()), what="the connection accepted")
+        assert nsqd.run(nodelay()) == [1]
+
+
 def test_broadcast_ports_registered(launch: Launcher, tmp_path: Path) -> None:
     lookupd_tcp, lookupd_http, tcp, http = (free_port() for _ in range(4))
     lookupd = launch(

@@ -4,7 +4,10 @@ So a script that reaches real nsqd over IPv6 reaches the embedded one too: a wil
 (``:4150``, ``0.0.0.0:4150``, ``[::]:4150``) is one dual-stack IPv6 socket (IPv4 and IPv6, shown
 as ``[::]:4150``, as nsqd's banner says), a specific address stays that family only
 (``127.0.0.1`` is IPv4 only, as on real), and the backlog is the kernel's ``somaxconn`` as Go
-reads it (not asyncio's 100).
+reads it (not asyncio's 100). Sockets are made with the protocol named (``IPPROTO_TCP``), so
+that asyncio sets ``TCP_NODELAY`` on every accepted connection, as Go does on every TCP
+connection: without it a reply written in two pieces (nsqd's snappy chunk header and body, a
+deflate block and its flush marker) waited for the client's delayed ACK, 40 ms a publish.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ def listen_socket(host: str, port: int) -> socket.socket:
     """A bound (not yet listening) TCP socket for ``host:port``; OSError if it is taken."""
     if host in WILDCARD_HOSTS and socket.has_ipv6:
         try:
-            sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+            sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         except OSError:  # IPv6 disabled in this kernel or namespace: IPv4 only, as Go then does
             return _bound(socket.AF_INET, ("0.0.0.0", port))
         return _finish(sock, ("::", port), dual_stack=True)
@@ -42,7 +45,9 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
 
 def _bound(family: int, address: tuple[object, ...]) -> socket.socket:
-    return _finish(socket.socket(family, socket.SOCK_STREAM), address, dual_stack=False)
+    return _finish(
+        socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP), address, dual_stack=False
+    )
 
 
 def _finish(sock: socket.socket, address: tuple[object, ...], *, dual_stack: bool) -> socket.socket:
