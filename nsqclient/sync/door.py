@@ -282,7 +282,10 @@ class Door:
 
     @property
     def queued(self) -> int:
-        return len(self.queue)
+        """Tickets queued for the wire whose caller still waits."""
+        # (a copy first: one call, atomic on a deque, where iterating it while threads
+        # append may raise on free-threaded CPython)
+        return sum(1 for ticket in self.queue.copy() if ticket.state is QUEUED)
 
 
 class Doors:
