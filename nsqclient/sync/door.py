@@ -282,6 +282,9 @@ class Door:
 
     @property
     def queued(self) -> int:
+        """Tickets queued for the wire (a withdrawn one among them until the next write drops
+        it: the deque is counted, not iterated, which threads appending to it would break on
+        free-threaded CPython, as a copy would)."""
         return len(self.queue)
 
 

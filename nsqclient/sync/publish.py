@@ -79,6 +79,12 @@ class PublishQueue:
     def __len__(self) -> int:
         return len(self._items)
 
+    def waiting(self) -> int:
+        """Publishes waiting in the queue now: those whose caller still waits (a withdrawn or
+        cancelled one stays until the drain passes it, counted as failed already)."""
+        with self._lock:
+            return sum(1 for ticket in self._items if ticket.state is QUEUED)
+
     # -- thread side --
 
     def put(self, ticket: Ticket) -> None:

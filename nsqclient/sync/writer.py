@@ -434,7 +434,7 @@ async def _stats(writer: Writer, queue: PublishQueue, doors: Doors) -> SyncWrite
     sent, read, _batches, _messages, _split = doors.totals()
     return {
         **core,
-        "queued": len(queue) + doors.queued(),
+        "queued": queue.waiting() + doors.queued(),
         "written_by_threads": sent,
         "read_by_threads": read,
     }
