@@ -193,7 +193,7 @@ fi
 # 9 s (cramjam's first build: 1 min 40 s, then from pip's wheel cache), pytest-3.13t 42-52 s
 # (263 tests), pytest-switch 14-18 s (16 tests): 70-75 s for both steps.
 wing_tests=(
-    tests/sync/test_ticket.py tests/sync/test_interleavings.py tests/sync/test_wing_contracts.py tests/sync/test_door_batch.py
+    tests/sync/test_ticket.py tests/sync/test_publish_queue.py tests/sync/test_interleavings.py tests/sync/test_wing_contracts.py tests/sync/test_door_batch.py
     tests/sync/test_wakes.py tests/sync/test_sharing.py tests/sync/test_publish_future.py
     tests/sync/test_nowait_result.py tests/sync/test_publish_deadlines.py
     tests/sync/test_thread_writes.py tests/sync/test_writer.py tests/sync/test_writer_contract.py

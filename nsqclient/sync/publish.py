@@ -12,9 +12,12 @@ queue waits for it only until the earliest deadline queued, and a ticket whose d
 fails then (never sent: ``NoConnectionsError`` while no nsqd is up, else
 ``NotSentTimeoutError``), whatever is queued ahead of it.
 
-Locking: ``_lock`` (with the ``_not_full`` condition) guards the queue's contents and flags;
-the loop pops the head without it (a deque's appends and pops are documented thread-safe) and
-is the only one to. A ticket's state changes only through its own methods (:mod:`.ticket`).
+Locking: ``_lock`` (with the ``_not_full`` condition) guards the queue's contents and flags,
+every change included: the loop's pops too, because a door's :meth:`PublishQueue.put_back`
+(any thread) puts tickets in *front*, so a head looked at without the lock may no longer be the
+head when it is popped (a ticket put back in between was popped unseen and never sent: found by
+the free-threaded step, tests/sync/test_publish_queue.py). A ticket's state changes only through
+its own methods (:mod:`.ticket`).
 """
 
 from __future__ import annotations
@@ -162,18 +165,22 @@ class PublishQueue:
         """Hand queued tickets to the Writer while it takes them (one wake-up, many tickets)."""
         if self._slow is not None:
             return  # waiting for the Writer: it drains when ready
-        items = self._items
+        lock = self._lock
         way = self._way
-        while items:
-            ticket = items[0]
+        while True:
+            with lock:  # (the head, taken under the lock: see the module docstring)
+                items = self._items
+                if not items:
+                    break
+                ticket = items.popleft()
             if ticket.state is not QUEUED:  # withdrawn or cancelled: counted then
-                items.popleft()
                 continue
             if not (way.ready() and way.take(ticket)):
+                with lock:  # first again (ahead of any put back meanwhile: as old as they)
+                    self._items.appendleft(ticket)
                 self._slow = self._loop.create_task(self._wait_slow(), name="nsq-sync-publish-wait")
                 self._wake_putters()
                 return  # _scheduled stays True: threads need not wake the loop meanwhile
-            items.popleft()
             ended: list[Ticket] = []
             now = _monotonic()
             if not claim_all([ticket], now, ended):  # withdrawn meanwhile, or its time passed
@@ -194,10 +201,10 @@ class PublishQueue:
                     )
                 if ticket.settle(failure):
                     ticket.notify()
-        with self._lock:
+        with lock:
             if self._waiting:
                 self._not_full.notify(self._waiting)
-            if items:  # a thread appended after the loop above saw the queue empty
+            if self._items:  # a thread appended after the loop above saw the queue empty
                 self._loop.call_soon(self._drain)
                 return
             self._scheduled = False
