@@ -259,6 +259,7 @@ def startup(a: argparse.Namespace, env: dict[str, str], run: int) -> dict[str, A
     consumers = Consumers([worker_cmd("noop", topic, a, "--processes", "4",
                                       "--health-address", "127.0.0.1:0")], env)  # fmt: skip
     try:
+
         def started() -> str | None:
             return next((text for _, text in consumers.lines if "health on http://" in text), None)
 
@@ -364,7 +365,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.worker",
                                      description=__doc__.splitlines()[0])  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--messages", type=int, default=1000, help="per CPU-bound drain")
+    parser.add_argument(
+        "--messages",
+        type=int,
+        default=4000,
+        help="per CPU-bound drain (fewer: its start and end weigh)",
+    )
     parser.add_argument("--io-messages", type=int, default=1280, help="for io-32")
     parser.add_argument("--cases", default="cpu-1,cpu-2,hand-2,io-32,startup-4")
     parser.add_argument("--nsqd-tcp", default=None)
