@@ -513,9 +513,7 @@ class Connection(ReplyPath, WritePath, Watchdog, StreamLayers, asyncio.BufferedP
                 assert shared is not None
                 shared.loop_command_locked(now)
 
-    def _request_future_shared(
-        self, data: bytes, timeout: float | None
-    ) -> asyncio.Future[bytes]:
+    def _request_future_shared(self, data: bytes, timeout: float | None) -> asyncio.Future[bytes]:
         fut: asyncio.Future[bytes] = _Future(loop=self._loop)
         self._request_shared(fut, data, timeout)
         return fut

@@ -83,8 +83,9 @@ class ReaderLife:
         self._closing_task: asyncio.Task[None] | None = None
         self._close_task: asyncio.Task[None] | None = None
         self._closed_event = asyncio.Event()
-        #: messages delivered but never handed out, requeued when deliveries stopped (the log)
-        self._handed_back = 0
+        #: messages delivered but never handed out, requeued when deliveries stopped or on
+        #: arrival after RDY 0 (the Reader counts those): the close's log reports them
+        self.handed_back = 0
 
     # ------------------------------------------------------------------ stopping deliveries
 
@@ -108,7 +109,7 @@ class ReaderLife:
         _requeue(undelivered)
         sink.close()
         if undelivered:
-            self._handed_back += len(undelivered)
+            self.handed_back += len(undelivered)
             log.info(
                 "stopping %s/%s: RDY 0; %d messages delivered but not yet handed out (to a "
                 "handler or an iteration) requeued at once (REQ, no delay)",
@@ -195,7 +196,7 @@ class ReaderLife:
                 " (%d more, never handed out, were requeued at once)",
                 requeued,
                 waited + loop.time() - started,
-                self._handed_back,
+                self.handed_back,
             )
         conns = [c for c in reader._nodes.conns.values() if c.state is ConnectionState.SUBSCRIBED]
         # CLS and the closing itself get what is left of the timeout (at least CLOSE_FLOOR, so

@@ -281,6 +281,7 @@ class Reader:
         if self._state is not ReaderState.RUNNING:
             for msg in messages:  # arrived after RDY 0 during close: hand straight back
                 msg.req(0, backoff=False)
+            self._life.handed_back += len(messages)
             return
         max_attempts = self._max_attempts
         if max_attempts:

@@ -88,6 +88,7 @@ class SharedConnection(Protocol):
 
     @property
     def _section(self) -> LoopSection: ...  # (answers.Section)
+
     _wake_at: float
     _last_read: float
     _decoder: FrameDecoder
