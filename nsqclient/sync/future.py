@@ -28,7 +28,17 @@ if TYPE_CHECKING:
 __all__ = ["PublishFuture"]
 
 _INF = float("inf")
-_CONDITION_MADE = threading.Lock()  # PublishFuture: its Condition made once
+#: a future's Condition is made once, under one of these (chosen by the future's identity):
+#: the same lock for one future always, so "no Condition yet" can be acted on atomically
+#: (acknowledge, set_running_or_notify_cancel) against a waiter or a cancel() making it. Striped,
+#: not one lock: reading threads acknowledge while the loop claims a queue's worth of futures,
+#: and one lock for all of them convoyed on free-threaded CPython with other work on the
+#: machine (the loop 1-2 s late, nothing read meanwhile: tests/sync/test_publish_future.py)
+_CONDITION_MADE = tuple(threading.Lock() for _ in range(64))
+
+
+def _made_lock(future: object) -> threading.Lock:
+    return _CONDITION_MADE[(id(future) >> 4) & 63]
 
 
 class PublishFuture(concurrent.futures.Future[None]):
@@ -59,7 +69,7 @@ class PublishFuture(concurrent.futures.Future[None]):
     def __getattr__(self, name: str) -> Any:
         if name != "_condition":
             raise AttributeError(name)
-        with _CONDITION_MADE:  # (one Condition, whichever thread asks first)
+        with _made_lock(self):  # (one Condition, whichever thread asks first)
             made: threading.Condition | None = self.__dict__.get("_condition")
             if made is None:
                 made = self.__dict__["_condition"] = threading.Condition()
@@ -70,11 +80,23 @@ class PublishFuture(concurrent.futures.Future[None]):
         (no waiter, no callback, no ``concurrent.futures.wait``: each of those makes it first,
         under the same lock, and then sees the result set here)."""
         if "_condition" not in self.__dict__:
-            with _CONDITION_MADE:
+            with _made_lock(self):
                 if "_condition" not in self.__dict__ and self._state == _RUNNING:
                     self._state = _FINISHED
                     return
         self.set_result(None)
+
+    def set_running_or_notify_cancel(self) -> bool:
+        """As a Future's, without making the Condition if nothing ever looked at this future:
+        then nothing cancelled it (``cancel()`` makes it first, under the same lock) and nobody
+        waits (PENDING to RUNNING notifies nobody anyway). The loop claims a queue of them at
+        once, holding the window lock: no Condition, and no lock shared by all futures there."""
+        if "_condition" not in self.__dict__:
+            with _made_lock(self):
+                if "_condition" not in self.__dict__ and self._state == _PENDING:
+                    self._state = _RUNNING
+                    return True
+        return super().set_running_or_notify_cancel()
 
     def run_fresh(self) -> None:
         """``set_running_or_notify_cancel()`` for a future no other thread holds yet (the

@@ -152,11 +152,21 @@ def test_sync_reader_consumes_through_a_cut_a_stall_refusals_and_a_slow_link(
     nsqd = nsqd_factory(extra_args=["--msg-timeout=2s"])
     proxy = nsq_fault_proxy_factory(nsqd)
     topic, channel = unique(), unique("c")
-    bodies = [b"%05d" % i for i in range(400)]
+    published: list[bytes] = []
     handled: set[bytes] = set()
     count = [0]
+
+    def more(n: int) -> None:
+        """Publish ``n`` fresh messages, after reading the count a wait is for: each wait for
+        ``n`` more handled has them to handle, however many the consumer took meanwhile (on a
+        busy machine it emptied the channel between two steps, and a wait found nothing to
+        come)."""
+        fresh = [b"%05d" % i for i in range(len(published), len(published) + n)]
+        writer.mpub(topic, fresh)
+        published.extend(fresh)
+
     with SyncWriter([nsqd.tcp_address]) as writer:
-        writer.mpub(topic, bodies[:200])
+        more(40)
         with SyncReader(
             topic, channel, nsqd_tcp_addresses=[proxy.address], max_in_flight=8, **FAST
         ) as reader:
@@ -177,6 +187,7 @@ def test_sync_reader_consumes_through_a_cut_a_stall_refusals_and_a_slow_link(
             try:
                 for n, step in enumerate(["cut (RST)", "stall", "refuse"], start=2):
                     target = count[0] + 20
+                    more(20)
                     wait_until(lambda t=target: count[0] >= t, what=f"messages before the {step}")
                     # a stall of the open connection only: its replacement must get through
                     with proxy.stall() if step == "stall" else fault(proxy, step):
@@ -198,13 +209,15 @@ def test_sync_reader_consumes_through_a_cut_a_stall_refusals_and_a_slow_link(
                     bound = (2.0 + MARGIN) if step == "stall" else 3.0
                     assert took < bound, f"{step}: the connection was replaced after {took:.2f}s"
                     resumed = count[0]
+                    more(10)
                     wait_until(lambda r=resumed: count[0] > r, what=f"messages after the {step}")
                 with proxy.slow(down=20_000, up=20_000):  # slow is not dead: no replacement
                     target = count[0] + 30
+                    more(30)  # (straight to nsqd: these 30 come over the slow link)
                     wait_until(lambda t=target: count[0] >= t, what="messages over a slow link")
                 assert proxy.counters().connections_accepted == 4
-                writer.mpub(topic, bodies[200:])
-                wait_until(lambda: handled >= set(bodies), 25, what="every message handled")
+                more(100)
+                wait_until(lambda: handled >= set(published), 25, what="every message handled")
                 wait_until(
                     lambda: (
                         (c := channel_stats(nsqd, topic, channel)) is not None

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from nsqclient.aio import connection as connection_module
+from nsqclient.aio import sharing as sharing_module
 from nsqclient.aio.replies import ReplyQueue
 from nsqclient.aio.sharing import Shared
 from nsqclient.errors import (
@@ -37,6 +38,7 @@ from nsqclient.errors import (
     NSQError,
     NSQTimeoutError,
 )
+from nsqclient.flow import turns as turns_module
 from nsqclient.flow.turns import RESUME, ReadTurns, Turn
 from nsqclient.protocol.frames import ErrorFrame
 from nsqclient.sync import SyncWriter
@@ -559,14 +561,26 @@ def _both(a: Any, b: Any) -> Iterator[None]:
         yield
 
 
+#: the loop's idle look (flow.turns.IDLE, 0.25 s) during a scenario: a scenario's steps are
+#: events it makes happen, and on a busy machine 0.25 s can pass between two of them, when the
+#: idle look hands reading back to the loop (a thread then never gets the turn the scenario
+#: stops it in: "the thread never reached its stop" with two CPU hogs beside the free-threaded
+#: step). No scenario is about the idle look (tests/flow/test_flow_turns.py is).
+SCENARIO_IDLE = 60.0
+
+
 def _run(name: str, request: pytest.FixtureRequest, kind: Kind) -> Problems:
     scenario = SCENARIOS[name][0]
     certs: CertBundle = request.getfixturevalue("tls_certs")
     factory = request.getfixturevalue("nsqd_factory")
     on = On(kind, kind.options(certs))
-    if "nsqd_factory" in scenario.__code__.co_varnames[:1]:
-        return scenario(lambda **extra: kind.nsqd(factory, certs, **extra), on)
-    return scenario(kind.nsqd(factory, certs), on)
+    with (
+        patched(turns_module, "IDLE", SCENARIO_IDLE),
+        patched(sharing_module, "IDLE", SCENARIO_IDLE),
+    ):
+        if "nsqd_factory" in scenario.__code__.co_varnames[:1]:
+            return scenario(lambda **extra: kind.nsqd(factory, certs, **extra), on)
+        return scenario(kind.nsqd(factory, certs), on)
 
 
 #: scenarios that cannot happen on a kind. On TLS the reading thread decrypts holding the

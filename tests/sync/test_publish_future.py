@@ -114,3 +114,58 @@ def test_a_callback_or_a_wait_racing_the_acknowledgement_is_never_lost() -> None
     assert not any(thread.is_alive() for thread in threads)
     assert called == [1] * rounds
     assert all(future.done() and future.result(timeout=0) is None for future in futures)
+
+
+def test_a_claim_of_a_future_nothing_looked_at_makes_no_condition() -> None:
+    """The loop claims a queue of ``pub_nowait`` futures at once, holding the window lock:
+    ``set_running_or_notify_cancel`` on one nothing looked at makes no Condition (it made one
+    for each, under one lock shared by every future, which reading threads took for each
+    acknowledgement: on free-threaded CPython with two CPU hogs beside it the loop ran 1-2 s
+    late and nothing was read meanwhile). One that was looked at, or cancelled, goes through
+    its Condition as any future's does."""
+    unlooked = PublishFuture(0, _NotTheLoop())  # type: ignore[arg-type]
+    assert unlooked.set_running_or_notify_cancel() is True
+    assert "_condition" not in vars(unlooked) and unlooked._state == "RUNNING"
+    unlooked.acknowledge()
+    assert "_condition" not in vars(unlooked) and unlooked.result(timeout=0) is None
+    cancelled = PublishFuture(0, _NotTheLoop())  # type: ignore[arg-type]
+    assert cancelled.cancel() is True  # (a user's cancel while it waits in a queue)
+    assert cancelled.set_running_or_notify_cancel() is False
+    assert cancelled.cancelled()
+    looked = PublishFuture(0, _NotTheLoop())  # type: ignore[arg-type]
+    seen: list[object] = []
+    looked.add_done_callback(seen.append)
+    assert looked.set_running_or_notify_cancel() is True and looked.running()
+    looked.acknowledge()
+    assert seen == [looked]
+
+
+def test_a_cancel_racing_the_claim_is_one_or_the_other() -> None:
+    """Two threads, 2,000 futures nothing looked at: one cancels each while the other claims
+    it. Each ends either cancelled (its claim said False) or running (its cancel said False),
+    never both or neither."""
+    rounds = 2000
+    futures = [PublishFuture(0, _NotTheLoop()) for _ in range(rounds)]  # type: ignore[arg-type]
+    claimed: list[bool] = [False] * rounds
+    cancelled: list[bool] = [False] * rounds
+    start = threading.Barrier(2)
+
+    def claim() -> None:
+        start.wait()
+        for i, future in enumerate(futures):
+            claimed[i] = future.set_running_or_notify_cancel()
+
+    def cancel() -> None:
+        start.wait()
+        for i, future in enumerate(futures):
+            cancelled[i] = future.cancel()
+
+    threads = [threading.Thread(target=claim), threading.Thread(target=cancel)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert all(a != b for a, b in zip(claimed, cancelled, strict=True))
+    assert all(f.cancelled() == c for f, c in zip(futures, cancelled, strict=True))
+    assert all(f.running() == c for f, c in zip(futures, claimed, strict=True))
