@@ -80,7 +80,7 @@ class PublishFuture(concurrent.futures.Future[None]):
         (no waiter, no callback, no ``concurrent.futures.wait``: each of those makes it first,
         under the same lock, and then sees the result set here)."""
         if "_condition" not in self.__dict__:
-            with _made_lock(self):
+            with _CONDITION_MADE[(id(self) >> 4) & 63]:  # (_made_lock, inlined: per publish)
                 if "_condition" not in self.__dict__ and self._state == _RUNNING:
                     self._state = _FINISHED
                     return
