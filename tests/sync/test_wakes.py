@@ -10,7 +10,7 @@ import pytest
 
 from nsqclient.sync.wakes import Waker, bind, new_waking_loop, unbind, wake_each
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(120)  # (hang deadlines: the free-threaded step can be slow)
 
 
 def test_wake_each_wakes_every_thread_at_once_off_the_loop() -> None:
@@ -18,7 +18,7 @@ def test_wake_each_wakes_every_thread_at_once_off_the_loop() -> None:
     woken: list[bool] = []
 
     def wait(waker: Waker) -> None:
-        woken.append(waker.wait(5.0))
+        woken.append(waker.wait(30.0))
 
     threads = [threading.Thread(target=wait, args=(w,)) for w in wakers]
     try:
@@ -26,7 +26,7 @@ def test_wake_each_wakes_every_thread_at_once_off_the_loop() -> None:
         for t in threads:
             t.start()
         for t in threads:
-            t.join(5)
+            t.join(30)
         assert woken == [True] * 4
         wake_each(wakers)  # a byte left over (a thread that gave up) is no error
         wakers[0].close()
@@ -45,7 +45,7 @@ def test_wake_each_on_the_loop_thread_waits_for_its_next_sleep() -> None:
         wake_each([waker])
         before = waker.wait(0.001)  # still queued: the loop has not slept yet
         await asyncio.sleep(0)  # one iteration: the selector writes the byte, then waits
-        return before, waker.wait(5.0)
+        return before, waker.wait(30.0)
 
     try:
         assert loop.run_until_complete(main()) == (False, True)
