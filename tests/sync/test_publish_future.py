@@ -15,7 +15,10 @@ import threading
 
 import pytest
 
+from nsqclient.sync import future as future_module
 from nsqclient.sync.future import PublishFuture
+
+from .interleave import every_schedule, run
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -174,3 +177,53 @@ def test_a_cancel_racing_the_claim_is_one_or_the_other() -> None:
     assert all(a != b for a, b in zip(claimed, cancelled, strict=True))
     assert all(f.cancelled() == c for f, c in zip(futures, cancelled, strict=True))
     assert all(f.running() == c for f, c in zip(futures, claimed, strict=True))
+
+
+class _NoLock:
+    """A lock that locks nothing: the race the test below is about."""
+
+    def __enter__(self) -> bool:
+        return True
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+def _claim_against_cancel(schedule: tuple[int, ...]) -> str | None:
+    """The loop claims a future nothing looked at while a user cancels it, one line at a time
+    (tests/sync/interleave.py): exactly one of them wins."""
+    future = PublishFuture(0, _NotTheLoop())  # type: ignore[arg-type]
+    claimed, cancelled = run(
+        [future.set_running_or_notify_cancel, future.cancel],
+        schedule,
+        [future_module, concurrent.futures._base],
+    )
+    if claimed == cancelled or future.cancelled() != cancelled:
+        return f"claimed {claimed}, cancelled {cancelled} (schedule {schedule})"
+    return None
+
+
+def _schedules() -> list[tuple[int, ...]]:
+    """Every order of the first 6 lines, and each of the claim's first 8 lines followed by the
+    whole cancel (a cancel is longer than 6 lines: Future.cancel's own are stepped too)."""
+    return [*every_schedule(2, 6), *((0,) * k + (1,) * 40 for k in range(8))]
+
+
+def test_every_interleaving_of_a_claim_and_a_cancel_has_one_winner() -> None:
+    problems = [p for s in _schedules() if (p := _claim_against_cancel(s)) is not None]
+    assert problems == []
+
+
+def test_without_the_condition_lock_the_scheduler_finds_the_claim_race() -> None:
+    """The test above would catch the race: the same code with the future's Condition lock
+    taken away (claim and cancel both think they won) fails in at least one interleaving."""
+    original = future_module._CONDITION_MADE
+    future_module._CONDITION_MADE = tuple(_NoLock() for _ in original)  # type: ignore[misc]
+    try:
+        found = next(
+            (p for s in _schedules() if (p := _claim_against_cancel(s)) is not None),
+            None,
+        )
+    finally:
+        future_module._CONDITION_MADE = original  # type: ignore[misc]
+    assert found, "no interleaving showed the race: the scheduler does not reach it"
